@@ -1,0 +1,128 @@
+"""Count instructions per call with valgrind's callgrind: deterministic where timings are noise.
+
+    python benchmarks/instructions.py [--python PYTHON ...] [--calls N]
+
+Each interpreter given (default: this one; it needs fastcommon and grpcio installed)
+runs once under callgrind. For every case it calls the function N and then 2N times
+in a loop, with a marker call (os.getppid, on which callgrind dumps its counters)
+after each run; (count(2N) - count(N)) / N is the cost of one loop iteration, and
+the same for an empty loop body is subtracted. The input is the 40-byte ASCII
+method name "/grpc.testing.BenchmarkService/UnaryCall".
+"""
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+METHOD = "/grpc.testing.BenchmarkService/UnaryCall"
+IMPLEMENTATIONS = ("grpc._common", "fastcommon.common", "fastcommon.fast_common")
+CASES = (  # label, function name, input
+    ("encode(str)", "encode", METHOD),
+    ("encode(bytes)", "encode", METHOD.encode()),
+    ("decode(bytes)", "decode", METHOD.encode()),
+    ("decode(str)", "decode", METHOD),
+)
+FLOOR = "callable(x)"
+
+
+def child(calls):
+    """Run the marked loops; the parent reads the counters callgrind dumped."""
+    import importlib
+    from itertools import repeat
+
+    def runner(function, argument):
+        if function is None:
+            def run(n):
+                for _ in repeat(None, n):
+                    pass
+        else:
+            def run(n, f=function, x=argument):
+                for _ in repeat(None, n):
+                    f(x)
+        return run
+
+    measured = [("loop", None, None), (FLOOR, callable, METHOD)]
+    for module_name in IMPLEMENTATIONS:
+        module = importlib.import_module(module_name)
+        measured += [(f"{module_name} {label}", getattr(module, name), x) for label, name, x in CASES]
+    for _, function, argument in measured:
+        run = runner(function, argument)  # a fresh call site per case, specialized by the warm-up
+        run(1000)
+        os.getppid()
+        run(calls)
+        os.getppid()
+        run(2 * calls)
+        os.getppid()
+    print("\n".join(label for label, _, _ in measured))
+
+
+def dump_total(path):
+    with open(path) as file:
+        for line in file:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise ValueError(f"no total in {path}")
+
+
+def count(python, calls):
+    """Instructions per call for each case, loop overhead subtracted, for one interpreter."""
+    with tempfile.TemporaryDirectory() as out:
+        result = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--dump-before=os_getppid", f"--callgrind-out-file={out}/cg.out",
+             python, os.path.abspath(__file__), "--child", str(calls)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        if result.returncode != 0:
+            sys.exit(f"{python} under callgrind failed:\n{result.stderr[-3000:]}")
+        labels = result.stdout.splitlines()
+        dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
+        totals = [dump_total(p) for p in dumps]
+    # Dumps come in threes per case (warm-up, N, 2N); the last file is the rest of the run.
+    per_iteration = {
+        label: (totals[3 * i + 2] - totals[3 * i + 1]) / calls for i, label in enumerate(labels)
+    }
+    loop = per_iteration.pop("loop")
+    return {label: cost - loop for label, cost in per_iteration.items()}
+
+
+def version_of(python):
+    return subprocess.run([python, "-c", "import sys, grpc; print('%d.%d.%d' % sys.version_info[:3], grpc.__version__)"],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+def table(python, calls):
+    costs = count(python, calls)
+    floor = costs[FLOOR]
+    python_version, grpc_version = version_of(python)
+    lines = [
+        f"CPython {python_version}, grpcio {grpc_version}: instructions per call (callgrind, {calls:,} calls, loop subtracted); "
+        f"floor {FLOOR} = {floor:.1f}",
+        "",
+        "| case | grpc._common | fastcommon.common | fast_common | fast_common / grpc | fast_common / floor |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, _, _ in CASES:
+        grpc_cost, py_cost, cy_cost = (costs[f"{m} {label}"] for m in IMPLEMENTATIONS)
+        lines.append(f"| {label} | {grpc_cost:.1f} | {py_cost:.1f} | {cy_cost:.1f} | "
+                     f"{cy_cost / grpc_cost:.2f} | {cy_cost / floor:.2f} |")
+    return "\n".join(lines)
+
+
+def main():
+    if sys.argv[1:2] == ["--child"]:
+        child(int(sys.argv[2]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", action="append", help="interpreter to measure (repeatable); default: this one")
+    parser.add_argument("--calls", type=int, default=20000, help="N, the calls per measured loop (default 20000)")
+    args = parser.parse_args()
+    for python in args.python or [sys.executable]:
+        print(table(python, args.calls))
+        print()
+
+
+if __name__ == "__main__":
+    main()

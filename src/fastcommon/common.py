@@ -1,0 +1,47 @@
+"""Pure-Python reference: grpc._common's conversions, the spec and the fallback.
+
+Every function behaves exactly as its namesake in ``grpc/_common.py``; the
+compiled twin ``fast_common.pyx`` must match this module, not improve on it.
+Parameters are positional-only, as grpc calls them and as the compiled twin's
+builtin-function calling convention requires.
+"""
+
+import logging
+from typing import Any, AnyStr, Callable, Optional
+
+# grpc logs (de)serializer failures on its own module's logger; so do we.
+_LOGGER = logging.getLogger("grpc._common")
+
+
+def encode(s: AnyStr, /) -> bytes:
+    """Return bytes as they are; encode anything else with its ``encode("utf8")``."""
+    if isinstance(s, bytes):
+        return s
+    return s.encode("utf8")
+
+
+def decode(b: AnyStr, /) -> str:
+    """Decode bytes as UTF-8, replacing invalid sequences; return anything else as it is."""
+    if isinstance(b, bytes):
+        return b.decode("utf-8", "replace")
+    return b
+
+
+def _transform(message: Any, transformer: Optional[Callable[[Any], Any]], exception_message: str) -> Any:
+    if transformer is None:
+        return message
+    try:
+        return transformer(message)
+    except Exception:
+        _LOGGER.exception(exception_message)
+        return None
+
+
+def serialize(message: Any, serializer: Optional[Callable[[Any], bytes]], /) -> Any:
+    """Apply ``serializer`` to ``message``; on an Exception log it on ``grpc._common`` and return None."""
+    return _transform(message, serializer, "Exception serializing message!")
+
+
+def deserialize(serialized_message: bytes, deserializer: Optional[Callable[[bytes], Any]], /) -> Any:
+    """Apply ``deserializer`` to the bytes; on an Exception log it on ``grpc._common`` and return None."""
+    return _transform(serialized_message, deserializer, "Exception deserializing message!")
