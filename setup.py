@@ -3,7 +3,8 @@
 FASTCOMMON_NO_EXTENSIONS=1        build pure Python on purpose (no Cython, no compiler).
 FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build is fatal (for CI and wheels).
 Otherwise a failed compile leaves a pure-Python install, one warning banner, and a
-record of the error that ``import fastcommon`` turns into a runtime warning.
+record of the error that ``import fastcommon`` turns into a runtime warning (pip
+hides build output). Both record files are read by fastcommon/__init__.py.
 """
 
 import os
@@ -11,8 +12,10 @@ import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
-BUILD_ERROR_FILE = "_extension_build_error.txt"  # read by fastcommon/__init__.py
+BUILD_ERROR_FILE = "_extension_build_error.txt"
+BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
 
 
 def flag(name):
@@ -43,6 +46,16 @@ class OptionalBuildExt(build_ext):
                 os.remove(record)
 
 
+class BuildPyRecordingPurpose(build_py):
+    """build_py that marks a pure build made on purpose, so that import does not warn."""
+
+    def run(self):
+        super().run()
+        if flag("FASTCOMMON_NO_EXTENSIONS"):
+            with open(os.path.join(self.build_lib, "fastcommon", BUILT_WITHOUT_EXTENSIONS_FILE), "w") as file:
+                file.write("FASTCOMMON_NO_EXTENSIONS=1\n")
+
+
 def extensions():
     if flag("FASTCOMMON_NO_EXTENSIONS"):
         return []
@@ -51,4 +64,4 @@ def extensions():
     return cythonize([Extension("fastcommon.fast_common", ["src/fastcommon/fast_common.pyx"])])
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyRecordingPurpose})

@@ -10,6 +10,7 @@ module when it imports, else from the pure-Python reference ``fastcommon.common`
 """
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -34,8 +35,9 @@ __all__ = [
     "unpatch",
 ]
 
-# Written by setup.py beside the package when the extension failed to compile.
+# Written by setup.py into the package: the extension failed to compile, or was not wanted.
 _BUILD_ERROR_FILE = "_extension_build_error.txt"
+_BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
 
 
 class FastcommonWarning(RuntimeWarning):
@@ -46,17 +48,27 @@ def _env_flag(name):
     return os.environ.get(name, "") not in ("", "0")
 
 
+def _read_record(package_dir, name):
+    try:
+        with open(os.path.join(package_dir, name), encoding="utf-8") as file:
+            return file.read().strip()
+    except OSError:
+        return None
+
+
 def _why_compiled_module_is_absent():
     """The reason the extension file is missing, and whether the user should be warned."""
     package_dir = os.path.dirname(__file__)
-    record = os.path.join(package_dir, _BUILD_ERROR_FILE)
-    if os.path.exists(record):
-        with open(record, encoding="utf-8") as file:
-            return f"the extension failed to build at install: {file.read().strip()}", True
+    on_purpose = _read_record(package_dir, _BUILT_WITHOUT_EXTENSIONS_FILE)
+    if on_purpose is not None:
+        return f"installed without extensions on purpose ({on_purpose})", False
+    build_error = _read_record(package_dir, _BUILD_ERROR_FILE)
+    if build_error is not None:
+        return f"the extension failed to build at install: {build_error}", True
     builds = sorted(f for f in os.listdir(package_dir) if f.startswith("fast_common.") and f.endswith((".so", ".pyd")))
     if builds:
         return f"the extension was built for another Python ({', '.join(builds)})", True
-    return "the extension is not built (installed without extensions)", False
+    return "the extension is missing from the installation", True
 
 
 def _load_implementation():
@@ -64,7 +76,7 @@ def _load_implementation():
     if _env_flag("FASTCOMMON_PURE_PYTHON"):
         return common, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}"
     try:
-        from . import fast_common
+        fast_common = importlib.import_module(f"{__name__}.fast_common")
     except ModuleNotFoundError as exc:
         if exc.name != f"{__name__}.fast_common":
             reason, warn = f"the extension failed to import: {exc!r}", True

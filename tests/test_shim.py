@@ -1,0 +1,123 @@
+"""The shim picks an implementation truthfully and never fails to import because of its extension."""
+
+import importlib.machinery
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import fastcommon
+from conftest import load_implementation
+
+REPORT = "import fastcommon; print(fastcommon.IMPLEMENTATION); print(fastcommon.PURE_PYTHON_REASON)"
+
+
+def run_python(code, *, env=None, pythonpath=None):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTCOMMON_")}
+    environ.update(env or {})
+    if pythonpath:
+        environ["PYTHONPATH"] = pythonpath
+    return subprocess.run([sys.executable, "-W", "always", "-c", code], env=environ, capture_output=True, text=True,
+                          timeout=60)
+
+
+def warnings_in(stderr):
+    return stderr.count("FastcommonWarning")
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    """A copy of the installed package that a test may break, with the compiled module's path."""
+    load_implementation("fast_common")
+    source = os.path.dirname(fastcommon.__file__)
+    target = tmp_path / "fastcommon"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "_*.txt"))
+    [compiled] = [p for p in target.iterdir() if p.name.startswith("fast_common.") and p.suffix in (".so", ".pyd")]
+    return compiled
+
+
+def test_compiled_module_is_chosen_when_it_imports():
+    load_implementation("fast_common")
+    result = run_python(REPORT)
+    assert result.stdout.split("\n")[:2] == ["cython", "None"]
+    assert warnings_in(result.stderr) == 0
+
+
+@pytest.mark.parametrize("value, expected", [("1", "python"), ("yes", "python"), ("0", "cython"), ("", "cython")])
+def test_pure_python_variable(value, expected):
+    if expected == "cython":
+        load_implementation("fast_common")
+    result = run_python(REPORT, env={"FASTCOMMON_PURE_PYTHON": value})
+    implementation, reason = result.stdout.split("\n")[:2]
+    assert implementation == expected
+    if expected == "python":
+        assert reason == f"forced by FASTCOMMON_PURE_PYTHON={value}"
+    assert warnings_in(result.stderr) == 0
+
+
+def test_deleted_extension_warns_once_and_falls_back(package_copy):
+    package_copy.unlink()
+    result = run_python(REPORT, pythonpath=str(package_copy.parent.parent))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["python", "the extension is missing from the installation"]
+    assert warnings_in(result.stderr) == 1
+
+
+def test_garbage_extension_warns_once_and_falls_back(package_copy):
+    package_copy.write_bytes(b"\x7fELF this is not a shared object")
+    result = run_python(REPORT, pythonpath=str(package_copy.parent.parent))
+    assert result.returncode == 0, result.stderr
+    implementation, reason = result.stdout.split("\n")[:2]
+    assert implementation == "python" and reason.startswith("the extension failed to import: ImportError")
+    assert warnings_in(result.stderr) == 1
+
+
+def test_extension_for_another_python_warns_once_and_falls_back(package_copy):
+    other = "fast_common.cpython-38-x86_64-linux-gnu.so"
+    assert other.split("fast_common", 1)[1] not in importlib.machinery.EXTENSION_SUFFIXES
+    package_copy.rename(package_copy.with_name(other))
+    result = run_python(REPORT, pythonpath=str(package_copy.parent.parent))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["python", f"the extension was built for another Python ({other})"]
+    assert warnings_in(result.stderr) == 1
+
+
+def test_failed_build_record_warns_with_the_compiler_error(package_copy):
+    package_copy.unlink()
+    (package_copy.parent / "_extension_build_error.txt").write_text("CompileError: no compiler\n")
+    result = run_python(REPORT, pythonpath=str(package_copy.parent.parent))
+    assert result.stdout.split("\n")[:2] == ["python", "the extension failed to build at install: CompileError: no compiler"]
+    assert warnings_in(result.stderr) == 1
+
+
+def test_pure_build_on_purpose_does_not_warn(package_copy):
+    package_copy.unlink()
+    (package_copy.parent / "_built_without_extensions.txt").write_text("FASTCOMMON_NO_EXTENSIONS=1\n")
+    result = run_python(REPORT, pythonpath=str(package_copy.parent.parent))
+    assert result.stdout.split("\n")[:2] == ["python", "installed without extensions on purpose (FASTCOMMON_NO_EXTENSIONS=1)"]
+    assert warnings_in(result.stderr) == 0
+
+
+def test_fallback_still_converts(package_copy):
+    package_copy.write_bytes(b"garbage")
+    code = "import fastcommon; print(fastcommon.encode('h\\xe9'), fastcommon.decode(b'\\xff'), fastcommon.decode is fastcommon.common.decode)"
+    result = run_python(code, pythonpath=str(package_copy.parent.parent))
+    assert result.stdout.strip() == "b'h\\xc3\\xa9' \ufffd True"
+
+
+def test_info_command_reports_implementation_and_versions():
+    import grpc
+
+    for env, implementation in [({}, fastcommon.IMPLEMENTATION), ({"FASTCOMMON_PURE_PYTHON": "1"}, "python")]:
+        result = subprocess.run([sys.executable, "-m", "fastcommon"], capture_output=True, text=True, timeout=60,
+                                env={**os.environ, **env})
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[0] == f"fastcommon {fastcommon.__version__}"
+        assert lines[1] == f"implementation: {implementation}"
+        if env:
+            assert lines[2] == "pure Python because: forced by FASTCOMMON_PURE_PYTHON=1"
+        assert f"python: CPython {'.'.join(map(str, sys.version_info[:3]))}" in result.stdout
+        assert f"grpcio: {grpc.__version__}" in lines
