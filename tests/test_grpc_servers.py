@@ -1,0 +1,217 @@
+"""Real gRPC servers on 127.0.0.1, with grpc patched: every RPC kind works and goes through fastcommon."""
+
+import asyncio
+import logging
+import threading
+
+import grpc
+import pytest
+from grpc import _common as grpc_common
+
+import fastcommon
+from grpc_support import ABORT_DETAILS, GENERIC_METHOD, counting_calls, make_servicer, run_one_of_each
+
+pytestmark = pytest.mark.usefixtures("patched_grpc")
+
+
+@pytest.fixture
+def patched_grpc(request):
+    if request.node.get_closest_marker("stock"):
+        yield
+        return
+    with fastcommon.patched() as replaced:
+        assert replaced
+        yield
+
+
+def test_every_rpc_kind(stubs, channel):
+    pb2, pb2_grpc = stubs
+    replies = run_one_of_each(pb2, pb2_grpc, channel)
+    assert (replies["unary"].text, replies["unary"].count) == ("hello", 2)
+    assert [(r.text, r.count) for r in replies["server_stream"]] == [("s", 0), ("s", 1), ("s", 2)]
+    assert (replies["client_stream"].text, replies["client_stream"].count) == ("m0m1m2", 3)
+    assert [(r.text, r.count) for r in replies["bidi_stream"]] == [("M0", 0), ("M1", 1), ("M2", 2)]
+
+
+def test_metadata_str_and_binary_values(stubs, channel):
+    pb2, pb2_grpc = stubs
+    stub = pb2_grpc.EchoServiceStub(channel)
+    reply, call = stub.Unary.with_call(pb2.Echo(text="metadata"),
+                                       metadata=(("greeting", "hello, world"), ("blob-bin", b"\x00\xfe\xff")))
+    assert "greeting='hello, world'" in reply.text.split("\n")
+    assert "blob-bin=b'\\x00\\xfe\\xff'" in reply.text.split("\n")
+    assert ("trailer", "sp at") in call.trailing_metadata()
+    assert ("trailer-bin", b"\x00\xff") in call.trailing_metadata()
+
+
+def test_abort_with_non_ascii_details(stubs, channel):
+    pb2, pb2_grpc = stubs
+    with pytest.raises(grpc.RpcError) as error:
+        pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="abort"))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.value.details() == ABORT_DETAILS
+
+
+def test_set_details(stubs, channel):
+    pb2, pb2_grpc = stubs
+    with pytest.raises(grpc.RpcError) as error:
+        pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="set_details"))
+    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error.value.details() == ABORT_DETAILS
+
+
+def test_peer(stubs, channel):
+    pb2, pb2_grpc = stubs
+    reply = pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="peer"))
+    assert isinstance(reply.text, str) and reply.text.startswith("ipv4:127.0.0.1:")
+
+
+def test_generic_handler(stubs, channel):
+    pb2, _ = stubs
+    call = channel.unary_unary(GENERIC_METHOD, request_serializer=pb2.Echo.SerializeToString,
+                               response_deserializer=pb2.Echo.FromString)
+    assert call(pb2.Echo(text="ok")).text == "generic:ok"
+
+
+def test_aio_server_and_client(stubs):
+    pb2, pb2_grpc = stubs
+
+    async def main():
+        server = grpc.aio.server()
+        pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = pb2_grpc.EchoServiceStub(channel)
+                with counting_calls() as counts:
+                    unary = await stub.Unary(pb2.Echo(text="aio", count=4))
+                    streamed = [r.count async for r in stub.ServerStream(pb2.Echo(text="s", count=3))]
+                return unary, streamed, counts
+        finally:
+            await server.stop(None)
+
+    unary, streamed, counts = asyncio.run(main())
+    assert (unary.text, unary.count, streamed) == ("aio", 5, [0, 1, 2])
+    # The aio client converts messages in Python (grpc.aio._call); through fastcommon when patched.
+    assert counts["client", "serialize"] == 2 and counts["client", "deserialize"] == 4
+
+
+EXPECTED_MESSAGE_CONVERSIONS = {  # kind: (client serialize, client deserialize) = (server deserialize, serialize)
+    "unary": (1, 1),
+    "server_stream": (1, 3),
+    "client_stream": (3, 1),
+    "bidi_stream": (3, 3),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED_MESSAGE_CONVERSIONS))
+def test_grpc_calls_the_patched_functions(stubs, channel, kind):
+    pb2, pb2_grpc = stubs
+    for name in ("encode", "decode", "serialize", "deserialize"):
+        assert getattr(grpc_common, name) is getattr(fastcommon, name)
+    rpcs = {
+        "unary": lambda stub: stub.Unary(pb2.Echo(text="x")),
+        "server_stream": lambda stub: list(stub.ServerStream(pb2.Echo(text="x", count=3))),
+        "client_stream": lambda stub: stub.ClientStream(iter([pb2.Echo(text="x")] * 3)),
+        "bidi_stream": lambda stub: list(stub.BidiStream(iter([pb2.Echo(text="x")] * 3))),
+    }
+    stub = pb2_grpc.EchoServiceStub(channel)
+    rpcs[kind](stub)  # warm-up: the channel's first call does one-off work
+    with counting_calls() as counts:
+        rpcs[kind](stub)
+    sent, received = EXPECTED_MESSAGE_CONVERSIONS[kind]
+    assert (counts["client", "serialize"], counts["client", "deserialize"]) == (sent, received)
+    assert (counts["server", "deserialize"], counts["server", "serialize"]) == (sent, received)
+    assert counts["client", "decode"] >= 1  # the method name and the target, on every sync call
+
+
+def test_generic_handler_method_name_is_decoded_by_the_patched_decode(stubs, channel):
+    pb2, _ = stubs
+    call = channel.unary_unary(GENERIC_METHOD, request_serializer=pb2.Echo.SerializeToString,
+                               response_deserializer=pb2.Echo.FromString)
+    call(pb2.Echo(text="warm-up"))
+    with counting_calls() as counts:
+        call(pb2.Echo(text="x"))
+    assert counts["server", "decode"] >= 1
+
+
+def failing_serializer(message):
+    raise ValueError("cannot serialize this")
+
+
+def rpc_with_failing_request_serializer(channel, pb2):
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logging.getLogger("grpc._common").addHandler(handler)
+    try:
+        call = channel.unary_unary("/fastcommon.testing.EchoService/Unary", request_serializer=failing_serializer,
+                                   response_deserializer=pb2.Echo.FromString)
+        with pytest.raises(grpc.RpcError) as error:
+            call(pb2.Echo(text="x"))
+    finally:
+        logging.getLogger("grpc._common").removeHandler(handler)
+    return (error.value.code(), error.value.details(),
+            [(r.name, r.levelno, r.getMessage(), r.exc_info[0], str(r.exc_info[1])) for r in records])
+
+
+def test_raising_serializer_fails_the_rpc_as_stock_grpc_does(stubs, channel):
+    pb2, _ = stubs
+    patched = rpc_with_failing_request_serializer(channel, pb2)
+    fastcommon.unpatch()
+    try:
+        stock = rpc_with_failing_request_serializer(channel, pb2)
+    finally:
+        fastcommon.patch()
+    assert patched == stock
+    assert stock[0] == grpc.StatusCode.INTERNAL
+    assert stock[2] == [("grpc._common", logging.ERROR, "Exception serializing message!", ValueError,
+                         "cannot serialize this")]
+
+
+@pytest.mark.stock
+def test_toggling_the_patch_under_load_fails_no_rpc(stubs, server_address):
+    pb2, pb2_grpc = stubs
+    toggles, workers, max_rpcs_per_worker = 1000, 8, 20000
+    done = threading.Event()
+    progress = threading.Condition()
+    completed = [0]
+    failures = []
+
+    def worker():
+        with grpc.insecure_channel(server_address) as channel:
+            stub = pb2_grpc.EchoServiceStub(channel)
+            for i in range(max_rpcs_per_worker):
+                if done.is_set():
+                    return
+                try:
+                    reply = stub.Unary(pb2.Echo(text=f"w{i}\xe9", count=i), timeout=30)
+                    assert (reply.text, reply.count) == (f"w{i}\xe9", i + 1)
+                except Exception as exc:  # every failure is recorded, none may happen
+                    failures.append(repr(exc))
+                with progress:
+                    completed[0] += 1
+                    progress.notify_all()
+
+    def wait_for_more_rpcs(than):
+        with progress:
+            assert progress.wait_for(lambda: completed[0] > than, timeout=30), "the workers stopped making RPCs"
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(toggles):
+            seen = completed[0]
+            assert fastcommon.patch() == ("encode", "decode", "serialize", "deserialize")
+            wait_for_more_rpcs(seen)  # at least one RPC ran while patched ...
+            seen = completed[0]
+            assert fastcommon.unpatch()
+            wait_for_more_rpcs(seen)  # ... and one while not
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert failures == []
+    assert completed[0] >= 2 * toggles
