@@ -6,6 +6,8 @@
 """
 
 import argparse
+import builtins
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
@@ -13,6 +15,7 @@ import platform
 import runpy
 import signal
 import sys
+import types
 
 import fastcommon
 
@@ -34,18 +37,24 @@ def show_info():
     print(f"grpcio: {_grpcio_version()}")
 
 
-def _outside_the_program(frame):
-    """True for this module's frames and runpy's, which plain ``python`` would not show."""
-    filename = frame.f_code.co_filename
-    return filename == __file__ or filename == runpy.__file__ or filename == "<frozen runpy>"
+def _run_script(path):
+    """Run a file as plain ``python path`` does: a new ``__main__`` module, ``__file__`` absolute."""
+    filename = os.path.abspath(path)
+    with open(filename, "rb") as file:
+        code = compile(file.read(), filename, "exec")
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=filename, __cached__=None, __builtins__=builtins,
+                           __loader__=importlib.machinery.SourceFileLoader("__main__", filename))
+    sys.modules["__main__"] = module
+    exec(code, module.__dict__)
 
 
 def _exit_as_python_would(exc):
     """Report an uncaught exception of the program the way the interpreter does, then exit."""
     tb = exc.__traceback__
-    while tb is not None and _outside_the_program(tb.tb_frame):
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:  # frames plain python would not show
         tb = tb.tb_next
-    sys.excepthook(type(exc), exc, tb)
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
     if isinstance(exc, KeyboardInterrupt):
         # Like CPython: die by SIGINT so that the parent sees the signal, not a status.
         sys.stdout.flush()
@@ -64,7 +73,7 @@ def run(parser, args):
             found = False
         if not found:
             parser.error(f"no module named {args.module!r}")
-        sys.argv = [args.module, *args.args]  # runpy replaces argv[0] with the module's file
+        sys.argv = [args.module, *args.args]  # runpy replaces argv[0] with the module's file, as python -m does
     else:
         if not args.args:
             parser.error("give a script or -m module to run")
@@ -79,9 +88,12 @@ def run(parser, args):
         sys.exit(f"python -m fastcommon run: {exc}")
     try:
         if args.module:
-            runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+            # What `python -m` itself calls, so that argv and tracebacks are the same; it runs the
+            # module in sys.modules["__main__"], which must be a fresh module, not this one.
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            runpy._run_module_as_main(args.module)
         else:
-            runpy.run_path(script, run_name="__main__")
+            _run_script(script)
     except SystemExit:
         raise
     except BaseException as exc:

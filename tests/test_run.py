@@ -1,0 +1,152 @@
+"""`python -m fastcommon run`: the program runs patched, and otherwise as with plain `python`."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import grpc
+import pytest
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+REPORTER = textwrap.dedent("""
+    import json, sys
+    import fastcommon
+    from grpc import _common
+    print(json.dumps({
+        "argv": sys.argv, "name": __name__, "path0": sys.path[0], "file": __file__,
+        "patched": fastcommon.is_patched() and _common.encode is fastcommon.encode,
+    }))
+""")
+
+
+def python(*args, cwd, **kwargs):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def fastcommon_run(*args, cwd, **kwargs):
+    return python("-m", "fastcommon", "run", *args, cwd=cwd, **kwargs)
+
+
+@pytest.fixture
+def script(tmp_path):
+    def write(source, name="app.py"):
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(source))
+        return path
+    return write
+
+
+def test_script_runs_patched_with_its_argv_and_main_name(script, tmp_path):
+    script(REPORTER)
+    run = fastcommon_run("app.py", "a", "--flag", "-m", cwd=tmp_path)
+    plain = python("app.py", "a", "--flag", "-m", cwd=tmp_path)
+    assert run.returncode == plain.returncode == 0, run.stderr
+    ran, expected = json.loads(run.stdout), json.loads(plain.stdout)
+    assert ran.pop("patched") is True and expected.pop("patched") is False
+    assert ran == expected
+    assert ran["argv"] == ["app.py", "a", "--flag", "-m"] and ran["name"] == "__main__"
+
+
+def test_module_runs_patched_with_its_argv_and_main_name(script, tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    script(REPORTER, name="pkg/tool.py")
+    run = fastcommon_run("-m", "pkg.tool", "x", "-v", cwd=tmp_path)
+    plain = python("-m", "pkg.tool", "x", "-v", cwd=tmp_path)
+    assert run.returncode == plain.returncode == 0, run.stderr
+    ran, expected = json.loads(run.stdout), json.loads(plain.stdout)
+    assert ran.pop("patched") is True and expected.pop("patched") is False
+    assert ran == expected
+    assert ran["argv"] == [str(tmp_path / "pkg" / "tool.py"), "x", "-v"]
+
+
+def test_exit_code_is_the_programs(script, tmp_path):
+    script("import sys\nsys.exit(7)\n")
+    assert fastcommon_run("app.py", cwd=tmp_path).returncode == python("app.py", cwd=tmp_path).returncode == 7
+
+
+@pytest.mark.parametrize("as_module", [False, True], ids=["script", "module"])
+@pytest.mark.parametrize("error", ["ValueError('boom')", "KeyboardInterrupt"])
+def test_uncaught_exception_reads_as_with_plain_python(script, tmp_path, error, as_module):
+    script(f"""
+        def inner():
+            raise {error}
+
+        inner()
+    """)
+    target = ["-m", "app"] if as_module else ["app.py"]
+    run = fastcommon_run(*target, cwd=tmp_path)
+    plain = python(*target, cwd=tmp_path)
+    assert run.stderr == plain.stderr and "Traceback" in plain.stderr
+    assert run.returncode == plain.returncode
+    assert plain.returncode == (1 if error.startswith("ValueError") else -signal.SIGINT)
+
+
+def test_custom_excepthook_is_honoured(script, tmp_path):
+    script("""
+        import sys
+        sys.excepthook = lambda kind, value, tb: print("hooked", kind.__name__, file=sys.stderr)
+        raise RuntimeError
+    """)
+    run = fastcommon_run("app.py", cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (1, "hooked RuntimeError\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signals_end_the_program_as_with_plain_python(script, tmp_path, signum):
+    script("""
+        import threading
+        print("ready", flush=True)
+        threading.Event().wait(60)
+    """)
+    results = []
+    for command in (["-m", "fastcommon", "run", "app.py"], ["app.py"]):
+        process = subprocess.Popen([sys.executable, *command], cwd=tmp_path, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        try:
+            assert process.stdout.readline() == "ready\n"
+            process.send_signal(signum)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        results.append((process.returncode, stderr.splitlines()[-1:]))
+    assert results[0] == results[1]
+    assert results[0][0] == -signum
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "give a script or -m module to run"),
+    (["missing.py"], "can't open file 'missing.py'"),
+    (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
+    (["-m", "no_such_package.module"], "no module named 'no_such_package.module'"),
+    (["-m"], "expected one argument"),
+])
+def test_bad_usage_exits_2_with_a_short_message(tmp_path, args, message):
+    result = fastcommon_run(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "usage: python -m fastcommon run" in result.stderr and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_grpc_server_program_serves_patched(stubs, tmp_path):
+    pb2, pb2_grpc = stubs
+    stub_dir = os.path.dirname(pb2.__file__)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen([sys.executable, "-m", "fastcommon", "run", os.path.join(TESTS_DIR, "served_app.py"),
+                                stub_dir], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)
+    try:
+        port = process.stdout.readline().strip()
+        assert port.isdigit(), process.stderr.read() if process.poll() is not None else port
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb2_grpc.EchoServiceStub(channel)
+            assert stub.Unary(pb2.Echo(text="hi")).text == f"patched=True argv=[{stub_dir!r}] name=__main__"
+            stub.Unary(pb2.Echo(text="stop"))
+        assert process.wait(timeout=60) == 3
+    finally:
+        process.kill()
+        process.communicate()
