@@ -89,14 +89,14 @@ def format_table(rows):
 def per_call_table(results, cases):
     """ns per call, speedup over grpc._common and ratio to the floor, from pyperf's benchmarks."""
     ns = {name: bench.mean() * 1e9 for name, bench in results.items() if bench is not None}
-    rows = [("case", "implementation", "ns/call", "vs grpc._common", "vs floor")]
+    rows = [("case", "implementation", "ns/call", "speedup over grpc._common", "x floor")]
     for label in cases:
         grpc_ns, floor_ns = ns.get(f"{label} | grpc._common"), ns.get(f"{label} | {FLOOR}")
         for implementation in (*IMPLEMENTATIONS, FLOOR):
             value = ns.get(f"{label} | {implementation}")
             if value is None:
                 continue
-            speedup = f"{grpc_ns / value:.2f}x faster" if grpc_ns else ""
+            speedup = f"{grpc_ns / value:.2f}x" if grpc_ns else ""
             floor = f"{value / floor_ns:.2f}x" if floor_ns else ""
             rows.append((label, implementation, f"{value:.1f}", speedup, floor))
     return format_table(rows)

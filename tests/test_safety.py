@@ -84,6 +84,8 @@ def test_failing_serializer_does_not_leak(impl):
 
 @pytest.mark.parametrize("name, value", PASS_THROUGH)
 def test_pass_through_allocates_nothing(impl, name, value):
+    if impl.__name__ == "fastcommon.common" and sys.version_info < (3, 11):
+        pytest.skip("CPython < 3.11 allocates frame objects for Python-level calls at times")
     function = getattr(impl, name)
     call_many(function, (value,), 1000)
     tracemalloc.start()
