@@ -6,6 +6,11 @@ import os
 import hypothesis
 import pytest
 
+# The tests start subprocesses while grpc servers run in this process. grpcio's fork handlers then
+# abort the child now and then (seen with grpcio 1.80 on CPython 3.9, whose subprocess forks rather
+# than vforks), before it even execs; the tests never fork without exec, so they need no fork support.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 # Taken before any test can patch grpc: the installed grpc._common's own functions are the oracle.
 from grpc import _common as _grpc_common
 
