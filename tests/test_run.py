@@ -49,28 +49,20 @@ def script(tmp_path):
     return write
 
 
-def test_script_runs_patched_with_its_argv_and_main_name(script, tmp_path):
-    script(REPORTER)
-    run = fastcommon_run("app.py", "a", "--flag", "-m", cwd=tmp_path)
-    plain = python("app.py", "a", "--flag", "-m", cwd=tmp_path)
+@pytest.mark.parametrize("as_module", [False, True], ids=["script", "module"])
+def test_program_runs_patched_with_plain_pythons_argv_and_main(script, tmp_path, as_module):
+    if as_module:
+        (tmp_path / "pkg").mkdir()
+        (tmp_path / "pkg" / "__init__.py").write_text("")
+    path = script(REPORTER, name="pkg/tool.py" if as_module else "app.py")
+    target = ["-m", "pkg.tool"] if as_module else ["app.py"]
+    run = fastcommon_run(*target, "a", "--flag", "-m", cwd=tmp_path)
+    plain = python(*target, "a", "--flag", "-m", cwd=tmp_path)
     assert run.returncode == plain.returncode == 0, run.stderr
     ran, expected = json.loads(run.stdout), json.loads(plain.stdout)
     assert ran.pop("patched") is True and expected.pop("patched") is False
     assert ran == expected
-    assert ran["argv"] == ["app.py", "a", "--flag", "-m"] and ran["name"] == "__main__"
-
-
-def test_module_runs_patched_with_its_argv_and_main_name(script, tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    script(REPORTER, name="pkg/tool.py")
-    run = fastcommon_run("-m", "pkg.tool", "x", "-v", cwd=tmp_path)
-    plain = python("-m", "pkg.tool", "x", "-v", cwd=tmp_path)
-    assert run.returncode == plain.returncode == 0, run.stderr
-    ran, expected = json.loads(run.stdout), json.loads(plain.stdout)
-    assert ran.pop("patched") is True and expected.pop("patched") is False
-    assert ran == expected
-    assert ran["argv"] == [str(tmp_path / "pkg" / "tool.py"), "x", "-v"]
+    assert ran["argv"] == [str(path) if as_module else "app.py", "a", "--flag", "-m"] and ran["name"] == "__main__"
 
 
 def test_exit_code_is_the_programs(script, tmp_path):

@@ -84,20 +84,18 @@ def test_extension_for_another_python_warns_once_and_falls_back(package_copy):
     assert warnings_in(result.stderr) == 1
 
 
-def test_failed_build_record_warns_with_the_compiler_error(package_copy):
+@pytest.mark.parametrize("record, content, reason, warnings", [
+    ("_extension_build_error.txt", "CompileError: no compiler",
+     "the extension failed to build at install: CompileError: no compiler", 1),
+    ("_built_without_extensions.txt", "FASTCOMMON_NO_EXTENSIONS=1",
+     "installed without extensions on purpose (FASTCOMMON_NO_EXTENSIONS=1)", 0),
+], ids=["failed build warns", "pure on purpose is quiet"])
+def test_build_records_explain_a_missing_extension(package_copy, record, content, reason, warnings):
     package_copy.unlink()
-    (package_copy.parent / "_extension_build_error.txt").write_text("CompileError: no compiler\n")
+    (package_copy.parent / record).write_text(content + "\n")
     result = run_python(REPORT, pythonpath=str(package_copy.parent.parent))
-    assert result.stdout.split("\n")[:2] == ["python", "the extension failed to build at install: CompileError: no compiler"]
-    assert warnings_in(result.stderr) == 1
-
-
-def test_pure_build_on_purpose_does_not_warn(package_copy):
-    package_copy.unlink()
-    (package_copy.parent / "_built_without_extensions.txt").write_text("FASTCOMMON_NO_EXTENSIONS=1\n")
-    result = run_python(REPORT, pythonpath=str(package_copy.parent.parent))
-    assert result.stdout.split("\n")[:2] == ["python", "installed without extensions on purpose (FASTCOMMON_NO_EXTENSIONS=1)"]
-    assert warnings_in(result.stderr) == 0
+    assert result.stdout.split("\n")[:2] == ["python", reason]
+    assert warnings_in(result.stderr) == warnings
 
 
 def test_fallback_still_converts(package_copy):
