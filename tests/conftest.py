@@ -17,7 +17,7 @@ from grpc import _common as _grpc_common
 GRPC_ORACLE = {name: getattr(_grpc_common, name) for name in ("encode", "decode", "serialize", "deserialize")}
 
 hypothesis.settings.register_profile("dev", max_examples=300, deadline=None)
-hypothesis.settings.register_profile("ci", max_examples=3000, deadline=None, print_blob=True)
+hypothesis.settings.register_profile("ci", max_examples=5000, deadline=None, print_blob=True)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 REQUIRE_EXTENSIONS = os.environ.get("FASTCOMMON_REQUIRE_EXTENSIONS", "") not in ("", "0")
