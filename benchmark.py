@@ -19,6 +19,7 @@ import timeit
 from itertools import repeat
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
+from grpc_support import import_stubs  # noqa: E402  (the tests' stub generation, shared)
 
 METHOD = "/grpc.testing.BenchmarkService/UnaryCall"  # 40 ASCII bytes, a typical method name
 IMPLEMENTATIONS = ("grpc._common", "fastcommon.common", "fastcommon.fast_common")
@@ -131,7 +132,7 @@ def pyperf_main():
                     f"{label} | {name}", time_calls, getattr(module, function_name), argument, inner_loops=UNROLL)
             results[f"{label} | {FLOOR}"] = runner.bench_time_func(
                 f"{label} | {FLOOR}", time_calls, callable, argument, inner_loops=UNROLL)
-        message_class = _import_stubs(args.stubs)[0].Echo
+        message_class = import_stubs(args.stubs)[0].Echo
         message = small_message(message_class)
         for label, function_name, payload, transformer in (
             ("serialize Echo message", "serialize", message, message_class.SerializeToString),
@@ -166,7 +167,7 @@ def rpc_server(mode, flavour, stubs_dir):
     import grpc
     from grpc_support import make_servicer
 
-    pb2, pb2_grpc = _import_stubs(stubs_dir)
+    pb2, pb2_grpc = import_stubs(stubs_dir)
     if flavour == "aio":
         import asyncio
 
@@ -192,14 +193,6 @@ def rpc_server(mode, flavour, stubs_dir):
         server.stop(None)
 
 
-def _import_stubs(stubs_dir):
-    sys.path.insert(0, stubs_dir)
-    import echo_pb2
-    import echo_pb2_grpc
-
-    return echo_pb2, echo_pb2_grpc
-
-
 def rpc_client(mode, sync_port, aio_port, stubs_dir):
     """A client process: for each line "KIND|N" on stdin, makes N RPCs of that kind and prints the seconds taken."""
     if mode == "patched":
@@ -210,7 +203,7 @@ def rpc_client(mode, sync_port, aio_port, stubs_dir):
 
     import grpc
 
-    pb2, pb2_grpc = _import_stubs(stubs_dir)
+    pb2, pb2_grpc = import_stubs(stubs_dir)
     request = small_message(pb2.Echo)
     channel = grpc.insecure_channel(f"127.0.0.1:{sync_port}")
     stub = pb2_grpc.EchoServiceStub(channel)
@@ -262,7 +255,7 @@ def count_calls_per_rpc(stubs_dir):
     import fastcommon
     from grpc_support import counting_calls, echo_server, make_servicer
 
-    pb2, pb2_grpc = _import_stubs(stubs_dir)
+    pb2, pb2_grpc = import_stubs(stubs_dir)
     request = small_message(pb2.Echo)
     counts = {}
     with fastcommon.patched(), echo_server(pb2, pb2_grpc) as address, grpc.insecure_channel(address) as channel:
@@ -300,7 +293,7 @@ def per_call_saving_ns(stubs_dir):
 
     import fastcommon
 
-    pb2, _ = _import_stubs(stubs_dir)
+    pb2, _ = import_stubs(stubs_dir)
     message = small_message(pb2.Echo)
     calls = {  # the inputs grpc passes most: method names, messages
         "encode": (METHOD,),

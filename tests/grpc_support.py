@@ -23,6 +23,11 @@ def generate_stubs(directory):
             os.path.join(PROTO_DIR, "echo.proto")]
     if protoc.main(args) != 0:
         raise RuntimeError(f"grpc_tools.protoc failed: {args}")
+    return import_stubs(directory)
+
+
+def import_stubs(directory):
+    """Import (echo_pb2, echo_pb2_grpc) from a directory that generate_stubs filled."""
     if directory not in sys.path:
         sys.path.insert(0, directory)
     return importlib.import_module("echo_pb2"), importlib.import_module("echo_pb2_grpc")

@@ -2,16 +2,17 @@
 
 import sys
 import threading
+from concurrent import futures
 
 import grpc
 from grpc import _common
 
 import fastcommon
-from grpc_support import echo_server, generate_stubs, make_servicer
+from grpc_support import import_stubs, make_servicer
 
 
 def main():
-    pb2, pb2_grpc = generate_stubs(sys.argv[1])
+    pb2, pb2_grpc = import_stubs(sys.argv[1])
     stop = threading.Event()
 
     class ReportingServicer(type(make_servicer(pb2, pb2_grpc))):
@@ -21,7 +22,7 @@ def main():
             patched = _common.decode is fastcommon.decode and fastcommon.is_patched()
             return pb2.Echo(text=f"patched={patched} argv={sys.argv[1:]} name={__name__}")
 
-    server = grpc.server(__import__("concurrent.futures").futures.ThreadPoolExecutor(max_workers=2))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     pb2_grpc.add_EchoServiceServicer_to_server(ReportingServicer(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
