@@ -164,33 +164,22 @@ def rpc_server(mode, flavour, stubs_dir):
         import fastcommon
 
         fastcommon.patch()
-    import grpc
-    from grpc_support import make_servicer
+    from grpc_support import aio_echo_server, echo_server
 
     pb2, pb2_grpc = import_stubs(stubs_dir)
     if flavour == "aio":
         import asyncio
 
         async def serve():
-            server = grpc.aio.server()
-            pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
-            port = server.add_insecure_port("127.0.0.1:0")
-            await server.start()
-            print(port, flush=True)
-            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-            await server.stop(None)
+            async with aio_echo_server(pb2, pb2_grpc) as address:
+                print(address.rsplit(":", 1)[1], flush=True)
+                await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
         asyncio.run(serve())
     else:
-        from concurrent import futures
-
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        server.start()
-        print(port, flush=True)
-        sys.stdin.read()
-        server.stop(None)
+        with echo_server(pb2, pb2_grpc, max_workers=4) as address:
+            print(address.rsplit(":", 1)[1], flush=True)
+            sys.stdin.read()
 
 
 def rpc_client(mode, sync_port, aio_port, stubs_dir):
@@ -253,7 +242,7 @@ def count_calls_per_rpc(stubs_dir):
     import grpc
 
     import fastcommon
-    from grpc_support import counting_calls, echo_server, make_servicer
+    from grpc_support import aio_echo_server, counting_calls, echo_server
 
     pb2, pb2_grpc = import_stubs(stubs_dir)
     request = small_message(pb2.Echo)
@@ -271,16 +260,12 @@ def count_calls_per_rpc(stubs_dir):
             counts[kind] = counted
 
         async def aio_counts():
-            server = grpc.aio.server()
-            pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
-            port = server.add_insecure_port("127.0.0.1:0")
-            await server.start()
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as aio_channel:
+            async with aio_echo_server(pb2, pb2_grpc) as aio_address, \
+                    grpc.aio.insecure_channel(aio_address) as aio_channel:
                 aio_stub = pb2_grpc.EchoServiceStub(aio_channel)
                 await aio_stub.Unary(request)
                 with counting_calls() as counted:
                     await aio_stub.Unary(request)
-            await server.stop(None)
             return counted
 
         counts[RPC_KINDS[2]] = asyncio.run(aio_counts())

@@ -83,10 +83,10 @@ class GenericEchoHandler(grpc.GenericRpcHandler):
 
 
 @contextlib.contextmanager
-def echo_server(pb2, pb2_grpc, max_workers=8):
+def echo_server(pb2, pb2_grpc, max_workers=8, servicer=None):
     """A sync grpc server on 127.0.0.1 with the echo service and the generic handler; yields its address."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
-    pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
+    pb2_grpc.add_EchoServiceServicer_to_server(servicer or make_servicer(pb2, pb2_grpc), server)
     server.add_generic_rpc_handlers((GenericEchoHandler(pb2),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -94,6 +94,19 @@ def echo_server(pb2, pb2_grpc, max_workers=8):
         yield f"127.0.0.1:{port}"
     finally:
         server.stop(None)
+
+
+@contextlib.asynccontextmanager
+async def aio_echo_server(pb2, pb2_grpc):
+    """A grpc.aio server on 127.0.0.1 with the echo service; yields its address."""
+    server = grpc.aio.server()
+    pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(None)
 
 
 def side_of(module_name):

@@ -2,13 +2,11 @@
 
 import sys
 import threading
-from concurrent import futures
 
-import grpc
 from grpc import _common
 
 import fastcommon
-from grpc_support import import_stubs, make_servicer
+from grpc_support import echo_server, import_stubs, make_servicer
 
 
 def main():
@@ -22,13 +20,9 @@ def main():
             patched = _common.decode is fastcommon.decode and fastcommon.is_patched()
             return pb2.Echo(text=f"patched={patched} argv={sys.argv[1:]} name={__name__}")
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    pb2_grpc.add_EchoServiceServicer_to_server(ReportingServicer(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    print(port, flush=True)
-    stop.wait(timeout=120)
-    server.stop(None)
+    with echo_server(pb2, pb2_grpc, max_workers=2, servicer=ReportingServicer()) as address:
+        print(address.rsplit(":", 1)[1], flush=True)
+        stop.wait(timeout=120)
     sys.exit(3)
 
 

@@ -9,7 +9,8 @@ import pytest
 from grpc import _common as grpc_common
 
 import fastcommon
-from grpc_support import ABORT_DETAILS, GENERIC_METHOD, counting_calls, make_servicer, run_one_of_each
+from grpc_support import ABORT_DETAILS, GENERIC_METHOD, aio_echo_server, counting_calls, run_one_of_each
+from helpers import captured_grpc_records
 
 pytestmark = pytest.mark.usefixtures("patched_grpc")
 
@@ -44,19 +45,15 @@ def test_metadata_str_and_binary_values(stubs, channel):
     assert ("trailer-bin", b"\x00\xff") in call.trailing_metadata()
 
 
-def test_abort_with_non_ascii_details(stubs, channel):
+@pytest.mark.parametrize("request_text, code", [
+    ("abort", grpc.StatusCode.INVALID_ARGUMENT),
+    ("set_details", grpc.StatusCode.FAILED_PRECONDITION),
+])
+def test_non_ascii_details_from_abort_and_set_details(stubs, channel, request_text, code):
     pb2, pb2_grpc = stubs
     with pytest.raises(grpc.RpcError) as error:
-        pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="abort"))
-    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert error.value.details() == ABORT_DETAILS
-
-
-def test_set_details(stubs, channel):
-    pb2, pb2_grpc = stubs
-    with pytest.raises(grpc.RpcError) as error:
-        pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="set_details"))
-    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text=request_text))
+    assert error.value.code() == code
     assert error.value.details() == ABORT_DETAILS
 
 
@@ -77,19 +74,12 @@ def test_aio_server_and_client(stubs):
     pb2, pb2_grpc = stubs
 
     async def main():
-        server = grpc.aio.server()
-        pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = pb2_grpc.EchoServiceStub(channel)
-                with counting_calls() as counts:
-                    unary = await stub.Unary(pb2.Echo(text="aio", count=4))
-                    streamed = [r.count async for r in stub.ServerStream(pb2.Echo(text="s", count=3))]
-                return unary, streamed, counts
-        finally:
-            await server.stop(None)
+        async with aio_echo_server(pb2, pb2_grpc) as address, grpc.aio.insecure_channel(address) as channel:
+            stub = pb2_grpc.EchoServiceStub(channel)
+            with counting_calls() as counts:
+                unary = await stub.Unary(pb2.Echo(text="aio", count=4))
+                streamed = [r.count async for r in stub.ServerStream(pb2.Echo(text="s", count=3))]
+            return unary, streamed, counts
 
     unary, streamed, counts = asyncio.run(main())
     assert (unary.text, unary.count, streamed) == ("aio", 5, [0, 1, 2])
@@ -141,19 +131,11 @@ def failing_serializer(message):
 
 
 def rpc_with_failing_request_serializer(channel, pb2):
-    records = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append
-    logging.getLogger("grpc._common").addHandler(handler)
-    try:
-        call = channel.unary_unary("/fastcommon.testing.EchoService/Unary", request_serializer=failing_serializer,
-                                   response_deserializer=pb2.Echo.FromString)
-        with pytest.raises(grpc.RpcError) as error:
-            call(pb2.Echo(text="x"))
-    finally:
-        logging.getLogger("grpc._common").removeHandler(handler)
-    return (error.value.code(), error.value.details(),
-            [(r.name, r.levelno, r.getMessage(), r.exc_info[0], str(r.exc_info[1])) for r in records])
+    call = channel.unary_unary("/fastcommon.testing.EchoService/Unary", request_serializer=failing_serializer,
+                               response_deserializer=pb2.Echo.FromString)
+    with captured_grpc_records() as records, pytest.raises(grpc.RpcError) as error:
+        call(pb2.Echo(text="x"))
+    return error.value.code(), error.value.details(), records
 
 
 def test_raising_serializer_fails_the_rpc_as_stock_grpc_does(stubs, channel):

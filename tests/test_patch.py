@@ -9,6 +9,7 @@ from grpc import _common as grpc_common
 
 import fastcommon
 from conftest import GRPC_ORACLE
+from helpers import captured_grpc_records
 
 NAMES = ("encode", "decode", "serialize", "deserialize")
 
@@ -56,19 +57,15 @@ def test_probing_leaves_no_log_records(caplog):
 
 def test_probe_filter_keeps_other_records():
     # A real serializer failure elsewhere while patch() probes must still be logged.
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
     logger = logging.getLogger("grpc._common")
-    logger.addHandler(handler)
     capture = fastcommon._ProbeLogCapture()
     logger.addFilter(capture)
     try:
-        GRPC_ORACLE["serialize"](b"x", lambda message: 1 / 0)
+        with captured_grpc_records() as records:
+            GRPC_ORACLE["serialize"](b"x", lambda message: 1 / 0)
     finally:
         logger.removeFilter(capture)
-        logger.removeHandler(handler)
-    assert [r.getMessage() for r in records] == ["Exception serializing message!"]
+    assert [message for _, _, message, _, _ in records] == ["Exception serializing message!"]
 
 
 def encode_latin1(s):
