@@ -326,9 +326,12 @@ def start(args):
 def rpc_main(argv):
     parser = argparse.ArgumentParser(prog="python benchmark.py --rpc", description="stock vs patched, per RPC")
     parser.add_argument("--rpc", action="store_true")
-    parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds per mode and kind (default 12)")
+    parser.add_argument("--rounds", type=int, default=12, help="rounds, each with fresh processes (default 12)")
     parser.add_argument("--rpcs", type=int, default=400, help="RPCs per round (default 400)")
+    parser.add_argument("--control", action="store_true",
+                        help="A/A: the second pair runs stock too, to show what this method calls a difference")
     args = parser.parse_args(argv)
+    modes = ("stock", "stock-again" if args.control else "patched")
 
     import grpc
 
@@ -356,43 +359,45 @@ def rpc_main(argv):
         print("\nPer-call saving measured in this run (grpc._common - fastcommon, ns, timeit best of 5): "
               + ", ".join(f"{name} {ns:.1f}" for name, ns in saving.items()))
 
-        processes = []
-        try:
-            clients = {}
-            for mode in ("stock", "patched"):
-                sync_server, sync_port = start(["--rpc-server", mode, "sync", stubs_dir])
-                aio_server, aio_port = start(["--rpc-server", mode, "aio", stubs_dir])
-                client, _ = start(["--rpc-client", mode, sync_port, aio_port, stubs_dir])
-                processes += [sync_server, aio_server, client]
-                clients[mode] = client
-            us_per_rpc = {(mode, kind): [] for mode in clients for kind in RPC_KINDS}
-            for round_number in range(args.rounds):
-                order = ("stock", "patched") if round_number % 2 == 0 else ("patched", "stock")
+        # Every round starts fresh processes: a long-lived pair of processes can run tens of us per RPC
+        # faster or slower than another pair for reasons of its own (--control, both pairs stock, showed
+        # it), so the confidence interval must span process pairs, not only batches within one pair.
+        us_per_rpc = {(mode, kind): [] for mode in modes for kind in RPC_KINDS}
+        for round_number in range(args.rounds):
+            order = modes if round_number % 2 == 0 else modes[::-1]
+            clients, servers = {}, []
+            try:
+                for mode in order:
+                    sync_server, sync_port = start(["--rpc-server", mode, "sync", stubs_dir])
+                    aio_server, aio_port = start(["--rpc-server", mode, "aio", stubs_dir])
+                    servers += [sync_server, aio_server]
+                    clients[mode], _ = start(["--rpc-client", mode, sync_port, aio_port, stubs_dir])
                 for kind in RPC_KINDS:
                     for mode in order:
                         clients[mode].stdin.write(f"{kind}|{args.rpcs}\n")
                         clients[mode].stdin.flush()
                         seconds = float(clients[mode].stdout.readline())
                         us_per_rpc[mode, kind].append(seconds / args.rpcs * 1e6)
-        finally:
-            for process in processes:
-                process.stdin.close()
-            for process in processes:
-                process.wait(timeout=60)
+            finally:
+                for group in (list(clients.values()), servers):  # clients first: no server goes away under them
+                    for process in group:
+                        process.stdin.close()
+                    for process in group:
+                        process.wait(timeout=60)
 
-    print(f"\nus per RPC, {args.rounds} interleaved rounds of {args.rpcs} RPCs each; mean +- 95% CI; "
-          "server and client each in their own process, both stock or both patched:")
-    rows = [("RPC kind", "stock", "patched", "difference", "expected from counts")]
+    print(f"\nus per RPC, {args.rounds} rounds of {args.rpcs} RPCs each, fresh processes every round; mean +- 95% CI; "
+          f"server and client each in their own process, both {modes[0]} or both {modes[1]}:")
+    rows = [("RPC kind", *modes, "difference", "expected from counts")]
     verdicts = []
     for kind in RPC_KINDS:
-        stock, stock_ci = mean_and_ci95(us_per_rpc["stock", kind])
-        patched, patched_ci = mean_and_ci95(us_per_rpc["patched", kind])
-        diffs = [s - p for s, p in zip(us_per_rpc["stock", kind], us_per_rpc["patched", kind])]
+        stock, stock_ci = mean_and_ci95(us_per_rpc[modes[0], kind])
+        patched, patched_ci = mean_and_ci95(us_per_rpc[modes[1], kind])
+        diffs = [s - p for s, p in zip(us_per_rpc[modes[0], kind], us_per_rpc[modes[1], kind])]
         diff, diff_ci = mean_and_ci95(diffs)
         rows.append((kind, f"{stock:.1f} +- {stock_ci:.1f}", f"{patched:.1f} +- {patched_ci:.1f}",
                      f"{diff:+.2f} +- {diff_ci:.2f} us ({diff / stock:+.1%})", f"{expected[kind] / 1000:.3f} us"))
         if abs(diff) > diff_ci:
-            verdicts.append(f"{kind}: patched is {'faster' if diff > 0 else 'slower'} by {abs(diff):.2f} us per RPC, "
+            verdicts.append(f"{kind}: {modes[1]} is {'faster' if diff > 0 else 'slower'} by {abs(diff):.2f} us per RPC, "
                             f"more than the noise (+- {diff_ci:.2f} us).")
         else:
             verdicts.append(f"{kind}: the difference ({diff:+.2f} us) is within the noise (+- {diff_ci:.2f} us); "
