@@ -18,8 +18,7 @@ import time
 import timeit
 from itertools import repeat
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
-from grpc_support import import_stubs  # noqa: E402  (the tests' stub generation, shared)
+from grpc_echo import import_stubs
 
 METHOD = "/grpc.testing.BenchmarkService/UnaryCall"  # 40 ASCII bytes, a typical method name
 IMPLEMENTATIONS = ("grpc._common", "fastcommon.common", "fastcommon.fast_common")
@@ -118,7 +117,7 @@ def pyperf_main():
     args = runner.parse_args()
     with tempfile.TemporaryDirectory() as temporary:
         if not args.stubs:  # the manager generates the protobuf module once; workers import it
-            from grpc_support import generate_stubs
+            from grpc_echo import generate_stubs
 
             generate_stubs(temporary)
             args.stubs = temporary
@@ -164,7 +163,7 @@ def rpc_server(mode, flavour, stubs_dir):
         import fastcommon
 
         fastcommon.patch()
-    from grpc_support import aio_echo_server, echo_server
+    from grpc_echo import aio_echo_server, echo_server
 
     pb2, pb2_grpc = import_stubs(stubs_dir)
     if flavour == "aio":
@@ -242,7 +241,7 @@ def count_calls_per_rpc(stubs_dir):
     import grpc
 
     import fastcommon
-    from grpc_support import aio_echo_server, counting_calls, echo_server
+    from grpc_echo import aio_echo_server, counting_calls, echo_server
 
     pb2, pb2_grpc = import_stubs(stubs_dir)
     request = small_message(pb2.Echo)
@@ -336,7 +335,7 @@ def rpc_main(argv):
     import grpc
 
     import fastcommon
-    from grpc_support import generate_stubs
+    from grpc_echo import generate_stubs
 
     with tempfile.TemporaryDirectory() as stubs_dir:
         generate_stubs(stubs_dir)

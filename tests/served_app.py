@@ -6,7 +6,7 @@ import threading
 from grpc import _common
 
 import fastcommon
-from grpc_support import echo_server, import_stubs, make_servicer
+from grpc_echo import echo_server, import_stubs, make_servicer
 
 
 def main():

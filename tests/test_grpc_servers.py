@@ -9,7 +9,7 @@ import pytest
 from grpc import _common as grpc_common
 
 import fastcommon
-from grpc_support import ABORT_DETAILS, GENERIC_METHOD, aio_echo_server, counting_calls, run_one_of_each
+from grpc_echo import ABORT_DETAILS, GENERIC_METHOD, aio_echo_server, counting_calls, run_one_of_each
 from helpers import captured_grpc_records
 
 pytestmark = pytest.mark.usefixtures("patched_grpc")

@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PROJECT_DIR = os.path.dirname(TESTS_DIR)  # where the shared grpc_echo package is
 
 REPORTER = textwrap.dedent("""
     import json, sys
@@ -136,7 +137,7 @@ def test_bad_usage_exits_2_with_a_short_message(tmp_path, args, message):
 def test_a_grpc_server_program_serves_patched(stubs, tmp_path):
     pb2, pb2_grpc = stubs
     stub_dir = os.path.dirname(pb2.__file__)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([PROJECT_DIR, os.environ.get("PYTHONPATH", "")])}
     process = subprocess.Popen([sys.executable, "-m", "fastcommon", "run", os.path.join(TESTS_DIR, "served_app.py"),
                                 stub_dir], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env)
