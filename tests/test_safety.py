@@ -1,7 +1,10 @@
 """No leaks, no allocation on pass-through, the same answers from 8 threads as from one."""
 
 import gc
+import json
 import logging
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -12,6 +15,7 @@ import pytest
 
 from inputs import METHOD, SENTINEL, serialize_raises_exception, serialize_to_sentinel
 
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 MILLION = 1_000_000
 RAW = METHOD.encode()
 NOT_BYTES = ["not bytes"]
@@ -43,12 +47,42 @@ def call_many(function, args, n):
 
 
 def rss_bytes():
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * 4096
+    """This process's resident memory; None where there is no /proc/self/statm (Linux has it)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * 4096
+    except OSError:
+        return None
 
 
-@pytest.mark.parametrize("name, args", CALLS, ids=lambda v: repr(v)[:30])
-def test_a_million_calls_leave_refcounts_and_memory_flat(impl, name, args):
+def rss_growth_since(rss):
+    return None if rss is None else rss_bytes() - rss
+
+
+# Memory is measured in a fresh interpreter, one per implementation: tracemalloc and RSS see the whole
+# process, and in the test process the grpc servers of other tests have threads that allocate at any moment.
+def measure_everything(impl):
+    """Every memory measurement of this module for one implementation, in this (fresh) process."""
+    return {
+        "refcounts_and_rss": [refcounts_and_rss_growth(impl, i) for i in range(len(CALLS))],
+        "traced": [traced_growth(impl, i) for i in range(len(CALLS))],
+        "pass_through": [pass_through_allocations(impl, i) for i in range(len(PASS_THROUGH))],
+        "failing_serializer": failing_serializer_growth(impl),
+    }
+
+
+@pytest.fixture(scope="session")
+def measured(impl):
+    code = (f"import importlib, json, test_safety; "
+            f"print(json.dumps(test_safety.measure_everything(importlib.import_module({impl.__name__!r}))))")
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, os.path.dirname(TESTS_DIR)])}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def refcounts_and_rss_growth(impl, index):
+    name, args = CALLS[index]
     function = getattr(impl, name)
     call_many(function, args, 10_000)  # warm-up: caches, free lists, specialization
     gc.collect()
@@ -56,44 +90,35 @@ def test_a_million_calls_leave_refcounts_and_memory_flat(impl, name, args):
     rss = rss_bytes()
     call_many(function, args, MILLION)
     gc.collect()
-    assert [sys.getrefcount(arg) for arg in args if arg is not None] == refcounts
-    assert rss_bytes() - rss < 1024 * 1024
+    return refcounts, [sys.getrefcount(arg) for arg in args if arg is not None], rss_growth_since(rss)
 
 
-@pytest.mark.parametrize("name, args", CALLS, ids=lambda v: repr(v)[:30])
-def test_traced_memory_is_flat(impl, name, args):
+def traced_growth(impl, index):
+    name, args = CALLS[index]
     function = getattr(impl, name)
     tracemalloc.start()
     try:
         call_many(function, args, 10_000)
         before = tracemalloc.get_traced_memory()[0]
         call_many(function, args, 200_000)
-        after = tracemalloc.get_traced_memory()[0]
+        return tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert after - before < 4096
 
 
-def test_failing_serializer_does_not_leak(impl):
-    logger = logging.getLogger("grpc._common")
-    logger.disabled = True  # no records: this measures fastcommon, not logging
-    try:
-        message = object()
-        call_many(impl.serialize, (message, serialize_raises_exception), 10_000)
-        gc.collect()
-        refcount, rss = sys.getrefcount(message), rss_bytes()
-        call_many(impl.serialize, (message, serialize_raises_exception), 200_000)
-        gc.collect()
-        assert sys.getrefcount(message) == refcount
-        assert rss_bytes() - rss < 1024 * 1024
-    finally:
-        logger.disabled = False
+def failing_serializer_growth(impl):
+    logging.getLogger("grpc._common").disabled = True  # no records: this measures fastcommon, not logging
+    message = object()
+    call_many(impl.serialize, (message, serialize_raises_exception), 10_000)
+    gc.collect()
+    refcount, rss = sys.getrefcount(message), rss_bytes()
+    call_many(impl.serialize, (message, serialize_raises_exception), 200_000)
+    gc.collect()
+    return refcount, sys.getrefcount(message), rss_growth_since(rss)
 
 
-@pytest.mark.parametrize("name, value", PASS_THROUGH)
-def test_pass_through_allocates_nothing(impl, name, value):
-    if impl.__name__ == "fastcommon.common" and sys.version_info < (3, 11):
-        pytest.skip("CPython < 3.11 allocates frame objects for Python-level calls at times")
+def pass_through_allocations(impl, index):
+    name, value = PASS_THROUGH[index]
     function = getattr(impl, name)
     call_many(function, (value,), 1000)
     tracemalloc.start()
@@ -108,7 +133,34 @@ def test_pass_through_allocates_nothing(impl, name, value):
     finally:
         tracemalloc.stop()
     assert function(value) is value
-    assert (current, peak) == (before, before)
+    return current - before, peak - before
+
+
+@pytest.mark.parametrize("index", range(len(CALLS)), ids=[repr(call)[:30] for call in CALLS])
+def test_a_million_calls_leave_refcounts_and_memory_flat(measured, index):
+    refcounts_before, refcounts_after, rss_growth = measured["refcounts_and_rss"][index]
+    assert refcounts_after == refcounts_before
+    if rss_growth is None:
+        pytest.skip("RSS is read from /proc (Linux); the refcounts and tracemalloc are checked everywhere")
+    assert rss_growth < 1024 * 1024
+
+
+@pytest.mark.parametrize("index", range(len(CALLS)), ids=[repr(call)[:30] for call in CALLS])
+def test_traced_memory_is_flat(measured, index):
+    assert measured["traced"][index] < 4096
+
+
+def test_failing_serializer_does_not_leak(measured):
+    refcount_before, refcount_after, rss_growth = measured["failing_serializer"]
+    assert refcount_after == refcount_before
+    assert rss_growth is None or rss_growth < 1024 * 1024
+
+
+@pytest.mark.parametrize("index", range(len(PASS_THROUGH)), ids=[repr(case) for case in PASS_THROUGH])
+def test_pass_through_allocates_nothing(impl, measured, index):
+    if impl.__name__ == "fastcommon.common" and sys.version_info < (3, 11):
+        pytest.skip("CPython < 3.11 allocates frame objects for Python-level calls at times")
+    assert measured["pass_through"][index] == [0, 0]  # (current, peak) over the loop, in bytes
 
 
 def test_eight_threads_get_the_same_answers_as_one(impl):
