@@ -9,6 +9,7 @@ import pytest
 from grpc import _common as grpc_common
 
 import fastcommon
+from changed_grpc import MADE_UP_CHANGES, SLICE_SIZE, delivered_in_slices, zero_copy_deserialize
 from grpc_echo import ABORT_DETAILS, GENERIC_METHOD, aio_echo_server, counting_calls, run_one_of_each
 from helpers import captured_grpc_records
 
@@ -197,3 +198,46 @@ def test_toggling_the_patch_under_load_fails_no_rpc(stubs, server_address):
             thread.join(timeout=60)
     assert failures == []
     assert completed[0] >= 2 * toggles
+
+
+def rpcs_pass(pb2, pb2_grpc, channel):
+    """Every RPC kind, and a unary RPC whose request and reply are each several slices long."""
+    test_every_rpc_kind((pb2, pb2_grpc), channel)
+    payload = bytes(range(256)) * (4 * SLICE_SIZE // 256)
+    reply = pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="big", payload=payload), timeout=30)
+    assert (reply.text, reply.payload) == ("big", payload)
+
+
+@pytest.mark.stock
+def test_rpcs_pass_on_a_zero_copy_grpc_patched_function_by_function(stubs, channel, monkeypatch):
+    pb2, pb2_grpc = stubs
+    in_slices = delivered_in_slices(zero_copy_deserialize)
+    monkeypatch.setattr(grpc_common, "deserialize", in_slices)
+    with pytest.warns(fastcommon.FastcommonWarning, match="grpc._common.deserialize"):
+        with fastcommon.patched() as replaced:
+            assert replaced == ("encode", "decode", "serialize")
+            with counting_calls() as counts:
+                rpcs_pass(pb2, pb2_grpc, channel)
+    assert counts["server", "deserialize"] >= 1 and counts["client", "deserialize"] >= 1
+
+
+@pytest.mark.stock
+def test_without_the_gate_a_zero_copy_grpc_would_fail_multi_slice_rpcs(stubs, channel, monkeypatch):
+    # What the gate prevents: fastcommon's deserialize, handed chunks by a zero-copy grpc.
+    pb2, pb2_grpc = stubs
+    monkeypatch.setattr(grpc_common, "deserialize", delivered_in_slices(fastcommon.deserialize))
+    with captured_grpc_records() as records, pytest.raises(grpc.RpcError) as error:
+        pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(payload=b"x" * 4 * SLICE_SIZE), timeout=30)
+    assert error.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+    assert any(message == "Exception deserializing message!" for _, _, message, _, _ in records)
+
+
+@pytest.mark.stock
+@pytest.mark.parametrize("name", sorted(MADE_UP_CHANGES))
+def test_rpcs_pass_on_a_grpc_with_a_made_up_change(stubs, channel, monkeypatch, name):
+    pb2, pb2_grpc = stubs
+    monkeypatch.setattr(grpc_common, name, MADE_UP_CHANGES[name])
+    with pytest.warns(fastcommon.FastcommonWarning, match=f"grpc._common.{name} "):
+        with fastcommon.patched() as replaced:
+            assert replaced == tuple(n for n in ("encode", "decode", "serialize", "deserialize") if n != name)
+            rpcs_pass(pb2, pb2_grpc, channel)

@@ -1,14 +1,18 @@
-"""fastcommon.patch(), unpatch(), is_patched(), patched(): what they replace, refuse and restore."""
+"""fastcommon.patch() and its gate: what it replaces, function by function, what it leaves to grpc, and undo."""
 
 import logging
 import sys
+import threading
 import warnings
 
+import grpc
 import pytest
 from grpc import _common as grpc_common
 
 import fastcommon
+from changed_grpc import MADE_UP_CHANGES, decode_with_an_unprobed_branch, zero_copy_deserialize
 from conftest import GRPC_ORACLE
+from fastcommon import _patching
 from helpers import captured_grpc_records
 
 NAMES = ("encode", "decode", "serialize", "deserialize")
@@ -20,16 +24,46 @@ def assert_stock():
         assert getattr(grpc_common, name) is GRPC_ORACLE[name]
 
 
+def trust(monkeypatch, name, function):
+    """Let ``function`` pass the fingerprint gate, so that the probes alone decide about it."""
+    monkeypatch.setitem(_patching.KNOWN_FINGERPRINTS, name, {_patching.fingerprint(function): "this test"})
+
+
+def patch_expecting_one_warning():
+    with pytest.warns(fastcommon.FastcommonWarning) as warned:
+        replaced = fastcommon.patch()
+    assert len(warned) == 1
+    return replaced, str(warned[0].message)
+
+
+# ------------------------------------------------------------------ stock grpc
+
+
 def test_patch_replaces_and_unpatch_restores_the_exact_originals():
     assert_stock()
     assert fastcommon.patch() == NAMES
-    assert fastcommon.is_patched()
+    assert fastcommon.is_patched() and all(fastcommon.is_patched(name) for name in NAMES)
     for name in NAMES:
         assert getattr(grpc_common, name) is getattr(fastcommon, name)
     assert fastcommon.patch() == ()  # a second call changes nothing
     assert fastcommon.unpatch() == NAMES
     assert_stock()
     assert fastcommon.unpatch() == ()
+
+
+def test_patch_issues_no_warning_on_stock_grpc():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastcommon.patched() as replaced:
+            assert replaced == NAMES
+
+
+def test_the_installed_grpcio_is_one_the_gate_knows():
+    for name in NAMES:
+        found = _patching.fingerprint(GRPC_ORACLE[name])
+        assert found in _patching.KNOWN_FINGERPRINTS[name], (
+            f"grpcio {grpc.__version__}: grpc._common.{name} has fingerprint {found}; once the whole suite passes "
+            "against this grpcio, add it to KNOWN_FINGERPRINTS")
 
 
 def test_patched_context_manager_undoes_only_its_own_patch():
@@ -48,6 +82,17 @@ def test_patched_context_manager_restores_on_error():
     assert_stock()
 
 
+def test_unpatch_leaves_a_later_patch_by_someone_else_alone(monkeypatch):
+    fastcommon.patch()
+    theirs = lambda s: s  # noqa: E731
+    grpc_common.encode = theirs
+    try:
+        assert fastcommon.unpatch() == ("decode", "serialize", "deserialize")
+        assert grpc_common.encode is theirs and not fastcommon.is_patched()
+    finally:
+        grpc_common.encode = GRPC_ORACLE["encode"]
+
+
 def test_probing_leaves_no_log_records(caplog):
     caplog.set_level(logging.DEBUG)
     with fastcommon.patched():
@@ -55,56 +100,21 @@ def test_probing_leaves_no_log_records(caplog):
     assert caplog.records == []
 
 
-def test_probe_filter_keeps_other_records():
-    # A real serializer failure elsewhere while patch() probes must still be logged.
+def test_probe_filter_keeps_other_threads_records():
+    # A real serializer failure in another thread while patch() probes must still be logged.
     logger = logging.getLogger("grpc._common")
-    capture = fastcommon._ProbeLogCapture()
-    logger.addFilter(capture)
+    probe_records = _patching._ProbeRecords()
+    logger.addFilter(probe_records)
     try:
         with captured_grpc_records() as records:
-            GRPC_ORACLE["serialize"](b"x", lambda message: 1 / 0)
+            thread = threading.Thread(target=GRPC_ORACLE["serialize"], args=(b"x", lambda message: 1 / 0))
+            thread.start()
+            thread.join(timeout=30)
+            GRPC_ORACLE["serialize"](b"x", lambda message: 1 / 0)  # this thread's: taken by the probe filter
     finally:
-        logger.removeFilter(capture)
+        logger.removeFilter(probe_records)
     assert [message for _, _, message, _, _ in records] == ["Exception serializing message!"]
-
-
-def encode_latin1(s):
-    return s if isinstance(s, bytes) else s.encode("latin-1")
-
-
-def decode_strict(b):
-    return b.decode("utf-8") if isinstance(b, bytes) else b
-
-
-def serialize_reraising(message, serializer):
-    return message if serializer is None else serializer(message)
-
-
-def deserialize_quietly(data, deserializer):
-    try:
-        return data if deserializer is None else deserializer(data)
-    except Exception:
-        return None
-
-
-@pytest.mark.parametrize("name, changed", [
-    ("encode", encode_latin1),
-    ("decode", decode_strict),
-    ("serialize", serialize_reraising),
-    ("deserialize", deserialize_quietly),
-])
-def test_changed_grpc_semantics_are_never_overridden(monkeypatch, name, changed):
-    import grpc
-
-    monkeypatch.setattr(grpc_common, name, changed)
-    with pytest.warns(fastcommon.FastcommonWarning) as warned:
-        assert fastcommon.patch() == ()
-    message = str(warned[0].message)
-    assert f"grpc._common.{name}" in message and f"grpcio {grpc.__version__}" in message
-    assert not fastcommon.is_patched()
-    assert getattr(grpc_common, name) is changed
-    for other in set(NAMES) - {name}:
-        assert getattr(grpc_common, other) is GRPC_ORACLE[other]
+    assert [message for _, message, _, _ in probe_records.records] == ["Exception serializing message!"]
 
 
 def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
@@ -116,8 +126,142 @@ def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
     assert not fastcommon.is_patched()
 
 
-def test_patch_issues_no_warning_on_stock_grpc():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched() as replaced:
-            assert replaced == NAMES
+# ------------------------------------------------------------------ a grpc that changed
+
+
+def test_zero_copy_deserialize_is_left_to_grpc_and_the_rest_replaced(monkeypatch):
+    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
+    replaced, message = patch_expecting_one_warning()
+    assert replaced == ("encode", "decode", "serialize")
+    assert "grpc._common.deserialize" in message and f"grpcio {grpc.__version__}" in message
+    assert "encode" not in message.split("replaced")[0]
+    assert grpc_common.deserialize is zero_copy_deserialize and not fastcommon.is_patched("deserialize")
+    for name in replaced:
+        assert getattr(grpc_common, name) is getattr(fastcommon, name) and fastcommon.is_patched(name)
+    assert fastcommon.unpatch() == replaced
+    assert grpc_common.deserialize is zero_copy_deserialize
+    for name in replaced:
+        assert getattr(grpc_common, name) is GRPC_ORACLE[name]
+
+
+@pytest.mark.parametrize("value, joined", [
+    (memoryview(b"hello world"), b"hello world"),
+    ([b"hello", b" ", b"world"], b"hello world"),
+    ([memoryview(b"hello"), memoryview(b" world")], b"hello world"),
+    ([], b""),
+])
+def test_the_zero_copy_model_follows_grpcs_own_test_cases(value, joined):
+    handed = []
+    assert zero_copy_deserialize(value, None) == joined and type(zero_copy_deserialize(value, None)) is bytes
+    zero_copy_deserialize(value, handed.append)
+    assert handed == [joined] and type(handed[0]) is bytes
+
+
+def test_the_probes_alone_catch_zero_copy_deserialize(monkeypatch):
+    trust(monkeypatch, "deserialize", zero_copy_deserialize)
+    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
+    replaced, message = patch_expecting_one_warning()
+    assert replaced == ("encode", "decode", "serialize")
+    assert "grpc._common.deserialize (it differs on a probe: deserialize(memoryview" in message
+    fastcommon.unpatch()
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("gate", ["fingerprint", "probes"])
+def test_a_made_up_change_to_one_function_leaves_exactly_that_one(monkeypatch, name, gate):
+    changed = MADE_UP_CHANGES[name]
+    if gate == "probes":
+        trust(monkeypatch, name, changed)
+    monkeypatch.setattr(grpc_common, name, changed)
+    replaced, message = patch_expecting_one_warning()
+    assert replaced == tuple(n for n in NAMES if n != name)
+    reason = "is not one fastcommon was tested against" if gate == "fingerprint" else "it differs on a probe"
+    assert f"grpc._common.{name} (" in message and reason in message and f"grpcio {grpc.__version__}" in message
+    assert getattr(grpc_common, name) is changed
+    fastcommon.unpatch()
+    assert getattr(grpc_common, name) is changed
+    for other in set(NAMES) - {name}:
+        assert getattr(grpc_common, other) is GRPC_ORACLE[other]
+
+
+def test_two_changed_functions_give_one_warning_naming_both(monkeypatch):
+    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
+    monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
+    replaced, message = patch_expecting_one_warning()
+    assert replaced == ("decode", "serialize")
+    assert "grpc._common.encode (" in message and "grpc._common.deserialize (" in message
+    fastcommon.unpatch()
+
+
+def test_only_the_fingerprint_sees_a_change_no_probe_exercises(monkeypatch):
+    name, changed = "decode", decode_with_an_unprobed_branch
+    assert changed(("a", "b")) == "ab" != GRPC_ORACLE["decode"](("a", "b"))  # a real difference ...
+    assert _patching._first_difference(name, changed, fastcommon.decode) is None  # ... that every probe misses
+    monkeypatch.setattr(grpc_common, name, changed)
+    replaced, message = patch_expecting_one_warning()
+    assert "decode" not in replaced and "grpc._common.decode (its code (fingerprint" in message
+    fastcommon.unpatch()
+
+
+PROBED_KINDS = {  # every kind of input grpc's callers pass or may pass: (description, test)
+    "bytes": lambda v: type(v) is bytes and v.isascii(),
+    "non-UTF-8 bytes": lambda v: type(v) is bytes and not v.isascii(),
+    "str": lambda v: type(v) is str and "\ud800" not in v,
+    "lone surrogate": lambda v: type(v) is str and "\ud800" in v,
+    "memoryview": lambda v: type(v) is memoryview,
+    "bytearray": lambda v: type(v) is bytearray,
+    "list of bytes": lambda v: type(v) is list and v != [] and all(type(c) is bytes for c in v),
+    "list of memoryviews": lambda v: type(v) is list and v != [] and all(type(c) is memoryview for c in v),
+    "empty list": lambda v: v == [] and type(v) is list,
+    "None": lambda v: v is None,
+    "str subclass": lambda v: isinstance(v, str) and type(v) is not str,
+    "bytes subclass": lambda v: isinstance(v, bytes) and type(v) is not bytes,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PROBED_KINDS))
+@pytest.mark.parametrize("name", NAMES)
+def test_a_difference_on_any_one_kind_of_input_is_caught(name, kind):
+    is_kind = PROBED_KINDS[kind]
+    assert sum(map(is_kind, _patching._probe_values())) >= 1, f"no probe value is {kind}"
+    original = GRPC_ORACLE[name]
+
+    def differs_on_that_kind(*args):
+        return "changed" if is_kind(args[0]) else original(*args)
+
+    assert _patching._first_difference(name, differs_on_that_kind, getattr(fastcommon, name)) is not None
+
+
+@pytest.mark.parametrize("name", ["serialize", "deserialize"])
+@pytest.mark.parametrize("change", ["handed", "raises"])
+def test_what_the_transformer_is_handed_and_how_failure_is_handled_are_compared(name, change):
+    original = GRPC_ORACLE[name]
+
+    def hands_a_copy(message, transformer):
+        return original(bytes(message) if isinstance(message, memoryview) else message, transformer)
+
+    def logs_differently(message, transformer):
+        try:
+            return message if transformer is None else transformer(message)
+        except Exception:
+            logging.getLogger("grpc._common").exception("something else")
+            return None
+
+    changed = hands_a_copy if change == "handed" else logs_differently
+    assert _patching._first_difference(name, changed, getattr(fastcommon, name)) is not None
+
+
+def test_info_command_says_which_functions_are_fastcommons(monkeypatch, capsys):
+    from fastcommon.__main__ import show_info
+
+    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
+    show_info()
+    lines = capsys.readouterr().out.splitlines()
+    assert f"grpc._common.encode: patch() replaces it; fingerprint {_patching.fingerprint(GRPC_ORACLE['encode'])}" in lines
+    [deserialize] = [line for line in lines if line.startswith("grpc._common.deserialize: ")]
+    assert deserialize.startswith("grpc._common.deserialize: patch() leaves grpc's own: its code (fingerprint ")
+    with pytest.warns(fastcommon.FastcommonWarning), fastcommon.patched():
+        show_info()
+    lines = capsys.readouterr().out.splitlines()
+    assert "grpc._common.decode: fastcommon's, patched in this process" in lines
+    assert any(line.startswith("grpc._common.deserialize: patch() leaves grpc's own") for line in lines)

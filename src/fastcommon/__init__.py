@@ -9,12 +9,8 @@ module when it imports, else from the pure-Python reference ``fastcommon.common`
 ``PURE_PYTHON_REASON`` why it is pure Python (None when it is not).
 """
 
-import contextlib
 import importlib
-import logging
 import os
-import sys
-import threading
 import warnings
 
 from . import common
@@ -99,128 +95,5 @@ decode = _implementation.decode
 serialize = _implementation.serialize
 deserialize = _implementation.deserialize
 
-# ---------------------------------------------------------------- patching grpc
-
-_PATCHED_NAMES = ("encode", "decode", "serialize", "deserialize")
-_originals = {}  # name -> grpc's own function, while patched
-_patch_lock = threading.Lock()
-
-
-class _ProbeError(Exception):
-    """Raised by the probe serializer; its log records are kept out of the user's logs."""
-
-
-def _raise_probe_error(message):
-    raise _ProbeError(message)
-
-
-# Calls on which grpc's originals must behave as the reference before we replace them.
-_PROBES = (
-    ("encode", ("/grpc.testing.BenchmarkService/UnaryCall",)),
-    ("encode", (b"\xff already bytes",)),
-    ("encode", ("h\xe9llo \U0001f600\x00",)),
-    ("encode", ("\ud800",)),
-    ("encode", (None,)),
-    ("decode", (b"/grpc.testing.BenchmarkService/UnaryCall",)),
-    ("decode", (b"\xff\xfeh\xc3\xa9\xe2\x82",)),
-    ("decode", ("already str",)),
-    ("decode", (None,)),
-    ("serialize", ("message", None)),
-    ("serialize", ("message", str.upper)),
-    ("serialize", ("message", _raise_probe_error)),
-    ("deserialize", (b"message", None)),
-    ("deserialize", (b"message", bytes.upper)),
-    ("deserialize", (b"message", _raise_probe_error)),
-)
-
-
-class _ProbeLogCapture(logging.Filter):
-    def __init__(self):
-        super().__init__()
-        self.records = []
-
-    def filter(self, record):
-        if record.exc_info and isinstance(record.exc_info[1], _ProbeError):
-            self.records.append((record.levelno, record.getMessage()))
-            return False
-        return True
-
-
-def _outcome(function, args):
-    """What one call does: its result, type and identity, or its exception; and its log records."""
-    logger = logging.getLogger("grpc._common")
-    capture = _ProbeLogCapture()
-    logger.addFilter(capture)
-    try:
-        result = function(*args)
-    except Exception as exc:
-        return "raised", type(exc), str(exc), capture.records
-    finally:
-        logger.removeFilter(capture)
-    return "returned", type(result), result, result is args[0], capture.records
-
-
-def _first_mismatch(grpc_common):
-    """The name of the first grpc._common function that differs from the reference, or None."""
-    for name, args in _PROBES:
-        if _outcome(getattr(grpc_common, name), args) != _outcome(getattr(common, name), args):
-            return name
-    return None
-
-
-def _grpc_common():
-    try:
-        from grpc import _common
-    except ImportError as exc:
-        raise ImportError("fastcommon.patch() needs grpcio, which is not installed: pip install grpcio") from exc
-    return _common
-
-
-def patch():
-    """Replace grpc._common's encode, decode, serialize, deserialize with fastcommon's; return the names replaced."""
-    grpc_common = _grpc_common()
-    with _patch_lock:
-        if _originals:
-            return ()
-        mismatch = _first_mismatch(grpc_common)
-        if mismatch is not None:
-            version = getattr(sys.modules["grpc"], "__version__", "unknown")
-            warnings.warn(
-                f"fastcommon did not patch grpc: grpc._common.{mismatch} of grpcio {version} "
-                "does not behave as fastcommon's reference",
-                FastcommonWarning,
-                stacklevel=2,
-            )
-            return ()
-        for name in _PATCHED_NAMES:
-            _originals[name] = getattr(grpc_common, name)
-            setattr(grpc_common, name, getattr(_implementation, name))
-        return _PATCHED_NAMES
-
-
-def unpatch():
-    """Put grpc._common's original functions back; return the names restored."""
-    with _patch_lock:
-        if not _originals:
-            return ()
-        grpc_common = sys.modules["grpc._common"]
-        for name, original in _originals.items():
-            setattr(grpc_common, name, original)
-        _originals.clear()
-        return _PATCHED_NAMES
-
-
-def is_patched():
-    """Tell whether fastcommon's functions are installed in grpc._common."""
-    return bool(_originals)
-
-
-@contextlib.contextmanager
-def patched():
-    """Patch grpc for the duration of a ``with`` block; undo only what this block did."""
-    replaced = patch()
-    try:
-        yield replaced
-    finally:
-        if replaced:
-            unpatch()
+# Imported last: patching reads the functions chosen above.
+from ._patching import is_patched, patch, patched, unpatch  # noqa: E402

@@ -8,7 +8,6 @@
 import argparse
 import builtins
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -18,23 +17,29 @@ import sys
 import types
 
 import fastcommon
+from fastcommon import _patching
 
 
-def _grpcio_version():
-    try:
-        return importlib.metadata.version("grpcio")
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def show_info():
-    """Print the version, the active implementation and why, and the Python and grpcio versions."""
+def show_info() -> None:
+    """Print the version, the active implementation and why, the Python and grpcio versions, and the gate's verdicts."""
     print(f"fastcommon {fastcommon.__version__}")
     print(f"implementation: {fastcommon.IMPLEMENTATION}")
     if fastcommon.PURE_PYTHON_REASON:
         print(f"pure Python because: {fastcommon.PURE_PYTHON_REASON}")
     print(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable})")
-    print(f"grpcio: {_grpcio_version()}")
+    try:
+        grpc_common = _patching.grpc_common()
+    except ImportError:
+        print("grpcio: not installed")
+        return
+    print(f"grpcio: {_patching.grpcio_version()}")
+    verdicts = _patching.assess(grpc_common)
+    for name in _patching.NAMES:
+        if fastcommon.is_patched(name):
+            print(f"grpc._common.{name}: fastcommon's, patched in this process")
+            continue
+        verdict = "patch() replaces it" if verdicts[name] is None else f"patch() leaves grpc's own: {verdicts[name]}"
+        print(f"grpc._common.{name}: {verdict}; fingerprint {_patching.fingerprint(getattr(grpc_common, name))}")
 
 
 def _run_script(path):
