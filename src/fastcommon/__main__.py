@@ -1,23 +1,21 @@
 """``python -m fastcommon``: what is installed; ``python -m fastcommon run``: a program with grpc patched.
 
     python -m fastcommon
-    python -m fastcommon run app.py [args...]
-    python -m fastcommon run -m package.module [args...]
+    python -m fastcommon run [--report] app.py [args...]
+    python -m fastcommon run [--report] -m package.module [args...]
 """
 
+from __future__ import annotations
+
 import argparse
-import builtins
-import importlib.machinery
 import importlib.util
 import os
 import platform
-import runpy
-import signal
 import sys
-import types
+from typing import NoReturn, Optional
 
 import fastcommon
-from fastcommon import _patching
+from fastcommon import _adoption, _patching
 
 
 def show_info() -> None:
@@ -42,73 +40,30 @@ def show_info() -> None:
         print(f"grpc._common.{name}: {verdict}; fingerprint {_patching.fingerprint(getattr(grpc_common, name))}")
 
 
-def _run_script(path):
-    """Run a file as plain ``python path`` does: a new ``__main__`` module, ``__file__`` absolute."""
-    filename = os.path.abspath(path)
-    with open(filename, "rb") as file:
-        code = compile(file.read(), filename, "exec")
-    module = types.ModuleType("__main__")
-    module.__dict__.update(__file__=filename, __cached__=None, __builtins__=builtins,
-                           __loader__=importlib.machinery.SourceFileLoader("__main__", filename))
-    sys.modules["__main__"] = module
-    exec(code, module.__dict__)
-
-
-def _exit_as_python_would(exc):
-    """Report an uncaught exception of the program the way the interpreter does, then exit."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:  # frames plain python would not show
-        tb = tb.tb_next
-    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
-    if isinstance(exc, KeyboardInterrupt):
-        # Like CPython: die by SIGINT so that the parent sees the signal, not a status.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    sys.exit(1)
-
-
-def run(parser, args):
-    """Run a script or module as ``__main__`` with grpc patched before its first line."""
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> NoReturn:
+    """Run a script or module under plain python, with every Python process of it adopted."""
+    if sys.flags.ignore_environment or sys.flags.no_site:
+        parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
     if args.module:
-        try:
-            found = importlib.util.find_spec(args.module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
+        # Only the top-level name is looked up here: finding pkg.mod would import pkg in this process.
+        if importlib.util.find_spec(args.module.partition(".")[0]) is None:
             parser.error(f"no module named {args.module!r}")
-        sys.argv = [args.module, *args.args]  # runpy replaces argv[0] with the module's file, as python -m does
+        program = ["-m", args.module, *args.args]
     else:
         if not args.args:
             parser.error("give a script or -m module to run")
-        script = args.args[0]
-        if not os.path.isfile(script):
-            parser.error(f"can't open file {script!r}: no such file")
-        sys.argv = list(args.args)
-        sys.path[0] = os.path.dirname(os.path.realpath(script))
-    try:
-        fastcommon.patch()
-    except ImportError as exc:
-        sys.exit(f"python -m fastcommon run: {exc}")
-    try:
-        if args.module:
-            # What `python -m` itself calls, so that argv and tracebacks are the same; it runs the
-            # module in sys.modules["__main__"], which must be a fresh module, not this one.
-            sys.modules["__main__"] = types.ModuleType("__main__")
-            runpy._run_module_as_main(args.module)
-        else:
-            _run_script(script)
-    except SystemExit:
-        raise
-    except BaseException as exc:
-        _exit_as_python_would(exc)
+        if not os.path.isfile(args.args[0]):
+            parser.error(f"can't open file {args.args[0]!r}: no such file")
+        program = list(args.args)
+    _adoption.launch(program, report=args.report)
 
 
-def main(argv=None):
+def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m fastcommon", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command")
-    run_parser = commands.add_parser("run", help="run a program with grpc patched by fastcommon")
+    run_parser = commands.add_parser("run", help="run a program with grpc patched in each of its Python processes")
+    run_parser.add_argument("--report", action="store_true",
+                            help="each patched process prints its calls and the time saved when it exits")
     run_parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
     run_parser.add_argument("args", nargs=argparse.REMAINDER, help="the script (unless -m) and its arguments")
     args = parser.parse_args(argv)

@@ -276,6 +276,11 @@ def unpatch() -> tuple[str, ...]:
         return tuple(restored)
 
 
+def original(name: str) -> Callable[..., Any]:
+    """grpc's own function that fastcommon replaced; KeyError if it replaced none by that name."""
+    return _installed[name][0]
+
+
 def is_patched(name: Optional[str] = None) -> bool:
     """Tell whether fastcommon has replaced any of grpc._common's functions, or the one named."""
     return bool(_installed) if name is None else name in _installed

@@ -1,0 +1,165 @@
+"""Process-wide adoption: `python -m fastcommon run [--report]` reaches every Python process of a program.
+
+``launch`` runs the program under plain ``python`` (``exec``, so argv, ``__main__``, exit codes
+and signals are python's own) with fastcommon's bootstrap directory first on PYTHONPATH. Python
+runs ``_bootstrap/sitecustomize.py`` at start-up in the program and in every child that inherits
+that environment (multiprocessing's spawn and forkserver workers, ``subprocess`` runs of
+Python); fork children inherit the parent's state. The bootstrap calls ``grpc_imported`` once a
+process has imported grpc: only then is fastcommon imported and grpc patched.
+
+With ``--report`` (FASTCOMMON_REPORT=1) the functions put into grpc count their calls, and each
+patched process prints one block on stderr as it exits. Without it nothing counts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+import timeit
+import warnings
+from collections.abc import Callable
+from typing import Any, NoReturn, Optional
+
+import fastcommon
+from fastcommon import _patching
+
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
+REPORT_VARIABLE = "FASTCOMMON_REPORT"
+
+
+def environment(report: bool) -> dict[str, str]:
+    """The environment a program runs in under `python -m fastcommon run`."""
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
+    if report:
+        environ[REPORT_VARIABLE] = "1"
+    else:
+        environ.pop(REPORT_VARIABLE, None)
+    return environ
+
+
+def launch(program: list[str], report: bool) -> NoReturn:
+    """Run ``python [interpreter options] <program>`` in place of this process, adopted."""
+    # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
+    command = [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
+    environ = environment(report)
+    if sys.platform != "win32":
+        os.execve(sys.executable, command, environ)
+    # Windows has no exec that keeps the process: run the program as a child and pass on its status.
+    # Ctrl+C reaches the whole console, the child included; this process only waits for it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(subprocess.call(command, env=environ))
+
+
+def grpc_imported() -> None:
+    """Called by the bootstrap once this process has imported grpc: patch it, with counting under --report."""
+    try:
+        if os.environ.get(REPORT_VARIABLE, "") not in ("", "0"):
+            _REPORT.start()
+        else:
+            fastcommon.patch()
+    except Exception as exc:  # a failure here must not take the program down with it
+        warnings.warn(f"fastcommon could not patch grpc: {exc!r}", fastcommon.FastcommonWarning, stacklevel=2)
+
+
+# The inputs on which the saving per call is timed when the report is printed: a gRPC method
+# name for encode and decode, and for serialize and deserialize a (de)serializer that costs
+# next to nothing (the saving is the wrapper's own cost; the message's cost is the same either way).
+CALIBRATION_CALLS = {
+    "encode": ("/grpc.testing.BenchmarkService/UnaryCall",),
+    "decode": (b"/grpc.testing.BenchmarkService/UnaryCall",),
+    "serialize": (b"message", bytes),
+    "deserialize": (b"message", bytes),
+}
+
+
+def _calls_so_far(counter: itertools.count[int]) -> int:
+    return int(repr(counter)[len("count(") : -1])
+
+
+class Report:
+    """Calls through the functions fastcommon put into grpc, counted; printed when the process exits."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, itertools.count[int]] = {}
+        self.originals: dict[str, Callable[..., Any]] = {}  # grpc's own, to time the saving against
+        self.baseline: dict[str, int] = {}
+        self.printed = False
+
+    def counting(self, name: str) -> Callable[..., Any]:
+        """fastcommon's ``name`` with a call counter in front: ``next`` of an itertools.count is one atomic C call."""
+        function, counter = getattr(fastcommon, name), itertools.count()
+        self.counters[name] = counter
+
+        def counted(*args: Any) -> Any:
+            next(counter)
+            return function(*args)
+
+        return counted
+
+    def start(self) -> None:
+        replaced = _patching.install(self.counting)
+        if not replaced:
+            return
+        self.originals = {name: _patching.original(name) for name in replaced}
+        atexit.register(self.print)
+        if hasattr(os, "register_at_fork"):  # not on Windows
+            os.register_at_fork(after_in_child=self.forked)
+        self.print_from_multiprocessing_children()
+
+    def forked(self) -> None:
+        """In a fork child: count from here on, and print this process's own block."""
+        self.baseline = {name: _calls_so_far(counter) for name, counter in self.counters.items()}
+        self.printed = False
+        self.print_from_multiprocessing_children()
+
+    def print_from_multiprocessing_children(self) -> None:
+        # multiprocessing's fork and forkserver children end in os._exit, past atexit; its own
+        # finalizers still run. A child clears them when it starts, then runs its after-fork hooks.
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:
+            util.Finalize(None, self.print, exitpriority=0)
+            util.register_after_fork(self, Report.print_from_multiprocessing_children)
+
+    def calls(self) -> dict[str, int]:
+        return {name: _calls_so_far(counter) - self.baseline.get(name, 0) for name, counter in self.counters.items()}
+
+    def print(self) -> None:
+        if self.printed:
+            return
+        self.printed = True
+        sys.stderr.write(self.text(self.calls(), time.process_time()))
+        sys.stderr.flush()
+
+    def text(self, calls: dict[str, int], cpu_seconds: float) -> str:
+        """The block printed at exit: calls, the time they saved, and its share of the process's CPU time."""
+        saving_ns = {name: self.per_call_saving_ns(name) for name, count in calls.items() if count}
+        saved = sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9
+        share = f"{saved / cpu_seconds:.3%}" if cpu_seconds > 0 else "n/a"
+        left = [name for name in _patching.NAMES if name not in calls]
+        return (
+            f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): "
+            f"grpc patched ({', '.join(calls) or 'nothing'})"
+            + (f"; left to grpc: {', '.join(left)}" if left else "")
+            + "\n"
+            + f"  calls: {', '.join(f'{name} {count:,}' for name, count in calls.items())}\n"
+            + f"  saved: {saved * 1e3:.3f} ms = {share} of this process's {cpu_seconds:.3f} s CPU"
+            + f" (per call, timed at exit: {', '.join(f'{name} {ns:.0f} ns' for name, ns in saving_ns.items()) or '-'})\n"
+        )
+
+    def per_call_saving_ns(self, name: str) -> float:
+        """grpc's function's time per call minus fastcommon's, on CALIBRATION_CALLS; best of 5 runs of 2,000."""
+        args, number = CALIBRATION_CALLS[name], 2000
+
+        def best(function: Callable[..., Any]) -> float:
+            return min(timeit.repeat(lambda: function(*args), number=number, repeat=5)) / number * 1e9
+
+        return best(self.originals[name]) - best(getattr(fastcommon, name))
+
+
+_REPORT = Report()

@@ -1,0 +1,279 @@
+"""`python -m fastcommon run`: every Python process of a program is patched, when it imports grpc, not before."""
+
+import glob
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import fastcommon
+from fastcommon import _adoption, _patching
+from grpc_echo import counting_calls
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+START_METHODS = [method for method in ("spawn", "forkserver", "fork") if method in multiprocessing.get_all_start_methods()]
+
+# What a process says about itself, as one JSON line: its pid and whether grpc is patched in it.
+SAY_PATCHED = """
+def say_patched(label):
+    import json, os, grpc, fastcommon
+    names = [name for name in ("encode", "decode", "serialize", "deserialize") if fastcommon.is_patched(name)]
+    return json.dumps({"label": label, "pid": os.getpid(), "patched": names})
+"""
+PATCHED = ["encode", "decode", "serialize", "deserialize"]
+
+REPORT_BLOCK = re.compile(
+    r"fastcommon --report, process (?P<pid>\d+) \((?P<implementation>\w+)\): grpc patched \((?P<names>[^)]*)\)\n"
+    r"  calls: (?P<calls>.*)\n"
+    r"  saved: (?P<ms>[\d.-]+) ms = (?P<share>\S+) of this process's (?P<cpu>[\d.]+) s CPU \(per call, timed at exit: .*\)\n"
+)
+
+
+def reports(stderr):
+    """{pid: {function: calls}} from the --report blocks in a program's stderr."""
+    found = {}
+    for block in REPORT_BLOCK.finditer(stderr):
+        calls = dict(re.findall(r"(\w+) ([\d,]+)", block["calls"]))
+        found[int(block["pid"])] = {name: int(count.replace(",", "")) for name, count in calls.items()}
+    return found
+
+
+@pytest.fixture
+def program(tmp_path):
+    """Write a program (with say_patched defined) into tmp_path; returns a function that runs it, plainly or adopted."""
+
+    def run(source, *args, fastcommon_run=True, report=False, env=None, name="app.py"):
+        (tmp_path / name).write_text(SAY_PATCHED + textwrap.dedent(source))
+        environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, **(env or {})}
+        launcher = ["-m", "fastcommon", "run", *(["--report"] if report else [])] if fastcommon_run else []
+        result = subprocess.run([sys.executable, *launcher, name, *args], cwd=tmp_path, env=environ,
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr
+        return result
+
+    return run
+
+
+def lines_of(result):
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def test_nothing_is_imported_before_the_program_imports_it(program):
+    source = """
+        import sys
+        assert "grpc" not in sys.modules and "fastcommon" not in sys.modules
+        print(sorted(sys.modules))
+    """
+    plain, adopted = program(source, fastcommon_run=False), program(source)
+    assert set(eval(adopted.stdout)) - set(eval(plain.stdout)) == {"sitecustomize"}  # the bootstrap itself
+
+
+def test_a_program_that_never_imports_grpc_never_loads_it(program):
+    result = program("""
+        import sys, json
+        print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("grpc", "fastcommon"))))
+    """, report=True)
+    assert json.loads(result.stdout) == [] and "fastcommon --report" not in result.stderr
+
+
+def test_grpc_is_patched_when_the_program_imports_it(program):
+    result = program("""
+        import sys
+        assert "grpc" not in sys.modules
+        print(say_patched("main"))
+        from grpc import _common
+        import fastcommon
+        assert _common.decode is fastcommon.decode  # no counting wrapper without --report
+    """)
+    assert lines_of(result) == [{"label": "main", "pid": lines_of(result)[0]["pid"], "patched": PATCHED}]
+
+
+@pytest.mark.parametrize("method", START_METHODS)
+def test_multiprocessing_workers_are_patched_and_make_real_rpcs(program, stubs, server_address, method):
+    stubs_dir = os.path.dirname(stubs[0].__file__)
+    result = program("""
+        import multiprocessing, sys
+
+        def work(address, stubs_dir, queue):
+            import grpc
+            from grpc_echo import import_stubs
+            pb2, pb2_grpc = import_stubs(stubs_dir)
+            with grpc.insecure_channel(address) as channel:
+                reply = pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="from a worker"), timeout=60)
+            queue.put(say_patched(reply.text))
+
+        if __name__ == "__main__":
+            assert "grpc" not in sys.modules  # fork children inherit the import hook, not a patched grpc
+            method, address, stubs_dir = sys.argv[1:]
+            context = multiprocessing.get_context(method)
+            queue = context.Queue()
+            workers = [context.Process(target=work, args=(address, stubs_dir, queue)) for _ in range(2)]
+            for worker in workers:
+                worker.start()
+            print("\\n".join(queue.get(timeout=120) for _ in workers))
+            for worker in workers:
+                worker.join(timeout=120)
+                assert worker.exitcode == 0
+    """, method, server_address, stubs_dir, report=True)
+    said = lines_of(result)
+    assert [(line["label"], line["patched"]) for line in said] == [("from a worker", PATCHED)] * 2
+    reported = reports(result.stderr)
+    for line in said:  # each worker printed its own block as it exited, with its own calls
+        assert reported[line["pid"]]["serialize"] == 1 and reported[line["pid"]]["deserialize"] == 1
+
+
+@pytest.mark.parametrize("fork", ["os.fork", "multiprocessing"])
+def test_a_fork_child_of_a_patched_parent_reports_only_its_own_calls(program, fork):
+    if "fork" not in START_METHODS:
+        pytest.skip("no fork on this platform")
+    result = program("""
+        import multiprocessing, os, sys
+        from grpc import _common  # patched here, in the parent, before the fork
+
+        def child():
+            for _ in range(3):
+                _common.decode(b"child")
+            print(os.getpid(), flush=True)
+
+        if __name__ == "__main__":
+            for _ in range(7):
+                _common.decode(b"parent")
+            if sys.argv[1] == "multiprocessing":  # the child ends in os._exit, past atexit
+                worker = multiprocessing.get_context("fork").Process(target=child)
+                worker.start()
+                worker.join(timeout=60)
+            elif os.fork() == 0:
+                child()  # and then ends as the script does: atexit prints its block
+                sys.exit(0)
+            else:
+                os.wait()
+    """, fork, report=True)
+    child = int(result.stdout.split()[0])
+    reported = reports(result.stderr)
+    assert reported.pop(child)["decode"] == 3
+    assert [calls["decode"] for calls in reported.values()] == [7]
+
+
+def test_subprocess_children_are_patched_and_a_cleared_environment_is_not(program):
+    child = SAY_PATCHED + "print(say_patched(__import__('sys').argv[1]))"
+    result = program("""
+        import os, subprocess, sys
+        child = sys.argv[1]
+        print(subprocess.run([sys.executable, "-c", child, "child"], capture_output=True, text=True).stdout)
+        cleared = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ["PYTHONPATH"].split(os.pathsep)[-1]}
+        print(subprocess.run([sys.executable, "-c", child, "cleared"], env=cleared, capture_output=True, text=True).stdout)
+    """, child)
+    assert [(line["label"], line["patched"]) for line in lines_of(result)] == [("child", PATCHED), ("cleared", [])]
+
+
+def test_the_programs_own_sitecustomize_still_runs(program, tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import sys\nsys.own_sitecustomize_ran = __file__\n")
+    result = program("""
+        import sys, json
+        print(json.dumps({"ran": getattr(sys, "own_sitecustomize_ran", None),
+                          "module": sys.modules["sitecustomize"].__file__}))
+        print(say_patched("main"))
+    """, env={"PYTHONPATH": os.pathsep.join([str(own), PROJECT_DIR])})
+    ran, said = lines_of(result)
+    assert ran == {"ran": str(own / "sitecustomize.py"), "module": str(own / "sitecustomize.py")}
+    assert said["patched"] == PATCHED
+
+
+def test_a_failing_sitecustomize_of_the_program_fails_as_without_fastcommon(program, tmp_path):
+    # It runs twice: in the launcher (`python -m fastcommon` is a Python start-up too), then in the program.
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import no_such_module_anywhere\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(own), PROJECT_DIR])}
+    plain = program("print('ran')", fastcommon_run=False, env=env)
+    adopted = program("print('ran')", env=env)
+    assert adopted.stdout == plain.stdout == "ran\n"
+    assert adopted.stderr == 2 * plain.stderr and "Error in sitecustomize" in plain.stderr
+
+
+def other_interpreters():
+    """pyenv's Pythons of other minor versions than this one: none of them has this fastcommon."""
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        return []
+    root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+    this = "%d.%d." % sys.version_info[:2]
+    return sorted(python for python in glob.glob(os.path.join(root, "versions", "*", "bin", "python"))
+                  if not python.split(os.sep)[-3].startswith(this))
+
+
+def test_a_child_of_another_interpreter_runs_unpatched_and_unharmed(program):
+    interpreters = other_interpreters()
+    if not interpreters:
+        pytest.skip("no other CPython here (pyenv)")
+    result = program("""
+        import json, subprocess, sys
+        for python in sys.argv[1:]:
+            child = subprocess.run([python, "-c", "import sys; print('%d %s' % (sys.version_info[0], 'sitecustomize' in sys.modules))"],
+                                   capture_output=True, text=True)
+            print(json.dumps([python, child.returncode, child.stdout.split(), child.stderr]))
+    """, *interpreters)
+    ran = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [python for python, _, _, _ in ran] == interpreters
+    for python, returncode, stdout, stderr in ran:
+        assert (returncode, stdout[1:], stderr) == (0, ["True"], ""), python  # our bootstrap ran, harmlessly
+
+
+@pytest.mark.parametrize("rpcs", [(5, 25)])
+def test_report_counts_match_a_known_workload(program, stubs, channel, server_address, rpcs):
+    pb2, pb2_grpc = stubs
+    stub = pb2_grpc.EchoServiceStub(channel)
+    stub.Unary(pb2.Echo(text="warm-up"))
+    with counting_calls() as counted:
+        stub.Unary(pb2.Echo(text="counted"))
+    per_rpc = {name: counted["client", name] for name in PATCHED}
+    assert per_rpc["decode"] >= 1 and per_rpc["serialize"] == per_rpc["deserialize"] == 1
+
+    def client_calls(n):
+        result = program("""
+            import sys, grpc
+            from grpc_echo import import_stubs
+            pb2, pb2_grpc = import_stubs(sys.argv[1])
+            with grpc.insecure_channel(sys.argv[2]) as channel:
+                stub = pb2_grpc.EchoServiceStub(channel)
+                for _ in range(int(sys.argv[3])):
+                    stub.Unary(pb2.Echo(text="x"))
+        """, os.path.dirname(pb2.__file__), server_address, str(n), report=True)
+        [calls] = reports(result.stderr).values()
+        return calls
+
+    few, many = (client_calls(n) for n in rpcs)
+    assert {name: many[name] - few[name] for name in PATCHED} == {name: (rpcs[1] - rpcs[0]) * per_rpc[name]
+                                                                  for name in PATCHED}
+
+
+def test_report_block_reads_as_documented(monkeypatch):
+    report = _adoption.Report()
+    report.originals = {name: getattr(fastcommon.common, name) for name in PATCHED}
+    monkeypatch.setattr(report, "per_call_saving_ns", lambda name: {"decode": 40.0, "serialize": 30.0}[name])
+    text = report.text({"encode": 0, "decode": 2000, "serialize": 1000, "deserialize": 0}, cpu_seconds=1.0)
+    assert text == (
+        f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): "
+        "grpc patched (encode, decode, serialize, deserialize)\n"
+        "  calls: encode 0, decode 2,000, serialize 1,000, deserialize 0\n"
+        "  saved: 0.110 ms = 0.011% of this process's 1.000 s CPU (per call, timed at exit: decode 40 ns, serialize 30 ns)\n"
+    )
+    assert REPORT_BLOCK.fullmatch(text)
+
+
+def test_a_failure_to_patch_warns_and_leaves_the_program_running(monkeypatch):
+    def broken(replacement):
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(_patching, "install", broken)
+    monkeypatch.setenv(_adoption.REPORT_VARIABLE, "1")
+    with pytest.warns(fastcommon.FastcommonWarning, match="could not patch grpc: RuntimeError"):
+        _adoption.grpc_imported()
