@@ -1,0 +1,84 @@
+"""--messages: protobuf messages of three sizes, (de)serialized bare and through grpc's and fastcommon's wrappers."""
+
+import importlib
+
+from benchmarks.timing import UNROLL, format_table, time_calls, time_transform_calls
+
+WAYS = ("bare", "grpc._common", "fastcommon")
+
+
+def sample_messages(echo):
+    """(label, message): about 20 bytes; about 1 KiB of a repeated field; about 64 KiB of a bytes field."""
+    return [
+        ("small: text, count", echo(text="hello, fastcommon", count=7)),
+        ("1 KiB: repeated int64", echo(text="numbers", numbers=[(i * 2654435761) % 2**40 for i in range(170)])),
+        ("64 KiB: bytes", echo(text="payload", payload=bytes(range(256)) * 256)),
+    ]
+
+
+def run(runner, echo):
+    """Time every (direction, message, way); returns pyperf's benchmarks by name."""
+    wrappers = {"grpc._common": importlib.import_module("grpc._common"),
+                "fastcommon": importlib.import_module("fastcommon")}
+    benches = {}
+    for label, message in sample_messages(echo):
+        data = message.SerializeToString()
+        for direction, function_name, payload, transformer in (
+            ("serialize", "serialize", message, echo.SerializeToString),
+            ("deserialize", "deserialize", data, echo.FromString),
+        ):
+            name = f"{direction} {label}"
+            benches[f"{name} | bare"] = runner.bench_time_func(
+                f"{name} | bare", time_calls, transformer, payload, inner_loops=UNROLL)
+            for way, module in wrappers.items():
+                benches[f"{name} | {way}"] = runner.bench_time_func(
+                    f"{name} | {way}", time_transform_calls, getattr(module, function_name), payload, transformer,
+                    inner_loops=UNROLL)
+    return benches
+
+
+def report(ns, echo):
+    """The table of this run, and the published figures beside it."""
+    from google.protobuf.internal import api_implementation
+
+    rows = [("message", "size", "way", "ns/message", "MB/s", "wrapper's share")]
+    for label, message in sample_messages(echo):
+        size = message.ByteSize()
+        for direction in ("serialize", "deserialize"):
+            bare = ns[f"{direction} {label} | bare"]
+            for way in WAYS:
+                value = ns[f"{direction} {label} | {way}"]
+                share = "" if way == "bare" else f"{(value - bare) / value:.1%}"
+                rows.append((f"{direction} {label}", f"{size:,} B", way, f"{value:,.1f}", f"{size / value * 1e3:,.1f}",
+                             share))
+    return "\n".join([
+        f"protobuf {api_implementation.Type()} backend; MB/s = message bytes / time; the wrapper's share = "
+        "(through the wrapper - bare) / through the wrapper\n(a wrapper costs more than nothing: a share below zero "
+        "is this run's noise)",
+        format_table(rows),
+        "",
+        PUBLISHED_NOTE,
+        format_table([("dataset", *PUBLISHED_COLUMNS)] + [(name, *figures) for name, figures in PUBLISHED.items()]),
+    ])
+
+
+PUBLISHED_NOTE = (
+    "Published figures, not measured here: the protobuf team's Python throughput, from protobuf's "
+    "benchmarks/README.md\n(copied from ../shared/seeds/002_c9d5f1425a74d523.txt). Another machine (Intel Xeon "
+    "E5-2630, 32 GB), an older protobuf\nwith other backends (C++gen: C++-generated code; C++refl: C++ reflection; "
+    "pure: pure Python) and other messages:\nfor scale only, not for comparison row by row."
+)
+PUBLISHED_COLUMNS = (  # Python with protobuf's C++-generated code, with its C++ reflection, and pure Python
+    "parse C++gen", "parse C++refl", "parse pure", "serialize C++gen", "serialize C++refl", "serialize pure",
+)
+PUBLISHED = {
+    "google_message1_proto2": ("82.8314MB/s", "47.6763MB/s", "3.76299MB/s", "260.911MB/s", "58.4815MB/s", "5.77824MB/s"),
+    "google_message1_proto3": ("82.0498MB/s", "39.9467MB/s", "3.77751MB/s", "239.4MB/s", "33.6336MB/s", "5.80524MB/s"),
+    "google_message2": ("241.46MB/s", "71.5723MB/s", "2.73538MB/s", "996.755MB/s", "57.9601MB/s", "4.09246MB/s"),
+    "google_message3_1": ("209.036MB/s", "142.356MB/s", "15.3324MB/s", "1.48625GB/s", "421.287MB/s", "18.002MB/s"),
+    "google_message3_2": ("573.835MB/s", "314.33MB/s", "15.0169MB/s", "2.39597GB/s", "326.777MB/s", "16.0527MB/s"),
+    "google_message3_3": ("32.248MB/s", "26.1431MB/s", "2.63541MB/s", "123.978MB/s", "35.893MB/s", "2.32834MB/s"),
+    "google_message3_4": ("2.49631GB/s", "2.35442GB/s", "802.061MB/s", "5.9241GB/s", "4.05837GB/s", "876.87MB/s"),
+    "google_message3_5": ("10.3962MB/s", "8.84659MB/s", "1.25203MB/s", "37.0285MB/s", "12.2228MB/s", "1.1979MB/s"),
+    "google_message4": ("305.543MB/s", "174.834MB/s", "7.86485MB/s", "1.49623GB/s", "205.116MB/s", "8.93428MB/s"),
+}

@@ -1,0 +1,139 @@
+"""The pyperf suite: per call (default) and per message (--messages), grpc._common against fastcommon.
+
+pyperf runs this in worker processes too; only the manager prints. pyperf's own line per
+benchmark goes to stderr as progress; the tables go to stdout.
+"""
+
+import argparse
+import contextlib
+import importlib
+import sys
+import tempfile
+import timeit
+
+from benchmarks import messages
+from benchmarks.timing import (FLOOR, IMPLEMENTATIONS, METHOD, UNROLL, format_table, instability_lines, time_calls,
+                               time_transform_calls)
+from grpc_echo import generate_stubs, import_stubs
+
+
+def conversion_cases(more_inputs):
+    """(case label, function name, input) for every conversion timed."""
+    method = [
+        ("encode str->bytes", "encode", METHOD),
+        ("encode bytes->bytes", "encode", METHOD.encode()),
+        ("decode bytes->str", "decode", METHOD.encode()),
+        ("decode str->str", "decode", METHOD),
+    ]
+    if not more_inputs:
+        return method
+    details = ("The request was rejected because a field was missing. " * 19)[:1024]  # ~1 KiB, as status details
+    non_ascii = "Zürich, Kraków, 東京, Αθήνα: ✓ done 🚀"
+    return method + [
+        ("encode 1KiB details", "encode", details),
+        ("decode 1KiB details", "decode", details.encode()),
+        ("encode non-ASCII", "encode", non_ascii),
+        ("decode non-ASCII", "decode", non_ascii.encode()),
+        ("decode invalid UTF-8", "decode", b"\xff\xfeok\xc3(" * 8),
+    ]
+
+
+def small_message(message_class):
+    return message_class(text=METHOD, payload=b"\x00\x01payload", count=42)
+
+
+def per_call_table(ns, cases):
+    """ns per call, speedup over grpc._common and ratio to the floor."""
+    rows = [("case", "implementation", "ns/call", "speedup over grpc._common", "x floor")]
+    for label in cases:
+        grpc_ns, floor_ns = ns.get(f"{label} | grpc._common"), ns.get(f"{label} | {FLOOR}")
+        for implementation in (*IMPLEMENTATIONS, FLOOR):
+            value = ns.get(f"{label} | {implementation}")
+            if value is not None:
+                rows.append((label, implementation, f"{value:.1f}", f"{grpc_ns / value:.2f}x" if grpc_ns else "",
+                             f"{value / floor_ns:.2f}x" if floor_ns else ""))
+    return format_table(rows)
+
+
+def gate_cost_us():
+    """What patch()'s gate costs: fingerprints and probes of all four functions; best of 7 runs of 100."""
+    from grpc import _common
+
+    from fastcommon import _patching
+
+    return min(timeit.repeat(lambda: _patching.assess(_common), number=100, repeat=7)) / 100 * 1e6
+
+
+def main(argv=None):
+    import pyperf
+
+    def forward_options(cmd, args):
+        cmd.extend(["--stubs", args.stubs])
+        cmd.extend(option for option, wanted in (("--more-inputs", args.more_inputs), ("--messages", args.messages))
+                   if wanted)
+
+    runner = pyperf.Runner(processes=6, values=3, add_cmdline_args=forward_options)
+    runner.argparser.add_argument("--more-inputs", action="store_true",
+                                  help="also time a 1 KiB details string, non-ASCII text and invalid UTF-8")
+    runner.argparser.add_argument("--messages", action="store_true",
+                                  help="time protobuf messages of three sizes, bare and through the wrappers")
+    runner.argparser.add_argument("--plot", metavar="DIR", help="also write charts of this run into DIR")
+    runner.argparser.add_argument("--plot-format", choices=("png", "svg"), default="png")
+    runner.argparser.add_argument("--stubs", help=argparse.SUPPRESS)
+    args = runner.parse_args(argv)
+    manager = not args.worker
+    if manager and not args.verbose:
+        args.quiet = True  # pyperf's warning blocks give way to one line per unstable result, below
+    with tempfile.TemporaryDirectory() as temporary:
+        if not args.stubs:  # the manager generates the protobuf module once; workers import it
+            generate_stubs(temporary)
+            args.stubs = temporary
+        pb2 = import_stubs(args.stubs)[0]
+        # pyperf prints a line per benchmark as it goes: progress, on stderr; the results follow on stdout.
+        with contextlib.redirect_stdout(sys.stderr) if manager else contextlib.nullcontext():
+            if args.messages:
+                benches, labels = messages.run(runner, pb2.Echo), None
+            else:
+                benches, labels = run_per_call(runner, pb2.Echo, args.more_inputs)
+        if not manager or any(bench is None for bench in benches.values()):
+            return
+        import grpc
+
+        ns = {name: bench.mean() * 1e9 for name, bench in benches.items()}
+        print(f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}; mean of pyperf's values", end="")
+        if args.messages:
+            print()
+            print(messages.report(ns, pb2.Echo))
+        else:
+            print("; floor = the builtin C call callable(x)")
+            print(per_call_table(ns, labels))
+            print(f"\npatch()'s gate, fingerprints and probes of all four functions: {gate_cost_us():.0f} us "
+                  "(timeit, best of 7 runs of 100), once per process")
+        print("\n".join(instability_lines(benches)))
+        if args.plot:
+            from benchmarks import plot
+
+            print("\n".join(plot.per_call_charts({f"CPython {sys.version.split()[0]}": ns}, args.plot, args.plot_format)))
+
+
+def run_per_call(runner, message_class, more_inputs):
+    modules = {name: importlib.import_module(name) for name in IMPLEMENTATIONS}
+    benches, labels = {}, []
+    for label, function_name, argument in conversion_cases(more_inputs):
+        labels.append(label)
+        for name, module in modules.items():
+            benches[f"{label} | {name}"] = runner.bench_time_func(
+                f"{label} | {name}", time_calls, getattr(module, function_name), argument, inner_loops=UNROLL)
+        benches[f"{label} | {FLOOR}"] = runner.bench_time_func(
+            f"{label} | {FLOOR}", time_calls, callable, argument, inner_loops=UNROLL)
+    message = small_message(message_class)
+    for label, function_name, payload, transformer in (
+        ("serialize Echo message", "serialize", message, message_class.SerializeToString),
+        ("deserialize Echo message", "deserialize", message.SerializeToString(), message_class.FromString),
+    ):
+        labels.append(label)
+        for name, module in modules.items():
+            benches[f"{label} | {name}"] = runner.bench_time_func(
+                f"{label} | {name}", time_transform_calls, getattr(module, function_name), payload, transformer,
+                inner_loops=UNROLL)
+    return benches, labels
