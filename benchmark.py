@@ -18,8 +18,11 @@ OPTIONS_WITH_A_FILE = ("-o", "--output", "--append")
 
 def saved_results(argv):
     """The JSON files named as arguments of their own (not as -o FILE): results to chart rather than a run."""
-    return [arg for i, arg in enumerate(argv) if arg.endswith(".json") and (i == 0 or argv[i - 1] not in
-                                                                             OPTIONS_WITH_A_FILE)]
+    return [
+        arg
+        for i, arg in enumerate(argv)
+        if arg.endswith(".json") and (i == 0 or argv[i - 1] not in OPTIONS_WITH_A_FILE)
+    ]
 
 
 def main():

@@ -34,10 +34,12 @@ class OptionalBuildExt(build_ext):
                 raise
             message = f"{type(exc).__name__}: {exc}"
             banner = "*" * 75
-            print(f"{banner}\nWARNING: the fastcommon C extension could not be built:\n  {message}\n"
-                  "fastcommon is installed as pure Python (correct, but slower).\n"
-                  "Install a C compiler and reinstall for the compiled version.\n{banner}",
-                  file=sys.stderr)
+            print(
+                f"{banner}\nWARNING: the fastcommon C extension could not be built:\n  {message}\n"
+                "fastcommon is installed as pure Python (correct, but slower).\n"
+                "Install a C compiler and reinstall for the compiled version.\n{banner}",
+                file=sys.stderr,
+            )
             os.makedirs(os.path.dirname(record), exist_ok=True)
             with open(record, "w", encoding="utf-8") as file:
                 file.write(message + "\n")

@@ -35,13 +35,16 @@ def child(calls):
 
     def runner(function, argument):
         if function is None:
+
             def run(n):
                 for _ in repeat(None, n):
                     pass
         else:
+
             def run(n, f=function, x=argument):
                 for _ in repeat(None, n):
                     f(x)
+
         return run
 
     measured = [("loop", None, None), (FLOOR, callable, METHOD)]
@@ -71,9 +74,19 @@ def count(python, calls):
     """Instructions per call for each case, loop overhead subtracted, for one interpreter."""
     with tempfile.TemporaryDirectory() as out:
         result = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--dump-before=os_getppid", f"--callgrind-out-file={out}/cg.out",
-             python, os.path.abspath(__file__), "--child", str(calls)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--dump-before=os_getppid",
+                f"--callgrind-out-file={out}/cg.out",
+                python,
+                os.path.abspath(__file__),
+                "--child",
+                str(calls),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         if result.returncode != 0:
             sys.exit(f"{python} under callgrind failed:\n{result.stderr[-3000:]}")
@@ -81,16 +94,18 @@ def count(python, calls):
         dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
         totals = [dump_total(p) for p in dumps]
     # Dumps come in threes per case (warm-up, N, 2N); the last file is the rest of the run.
-    per_iteration = {
-        label: (totals[3 * i + 2] - totals[3 * i + 1]) / calls for i, label in enumerate(labels)
-    }
+    per_iteration = {label: (totals[3 * i + 2] - totals[3 * i + 1]) / calls for i, label in enumerate(labels)}
     loop = per_iteration.pop("loop")
     return {label: cost - loop for label, cost in per_iteration.items()}
 
 
 def version_of(python):
-    return subprocess.run([python, "-c", "import sys, grpc; print('%d.%d.%d' % sys.version_info[:3], grpc.__version__)"],
-                          capture_output=True, text=True, check=True).stdout.split()
+    return subprocess.run(
+        [python, "-c", "import sys, grpc; print('%d.%d.%d' % sys.version_info[:3], grpc.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
 
 
 def table(python, calls):
@@ -98,16 +113,18 @@ def table(python, calls):
     floor = costs[FLOOR]
     python_version, grpc_version = version_of(python)
     lines = [
-        f"CPython {python_version}, grpcio {grpc_version}: instructions per call (callgrind, {calls:,} calls, loop subtracted); "
-        f"floor {FLOOR} = {floor:.1f}",
+        f"CPython {python_version}, grpcio {grpc_version}: instructions per call "
+        f"(callgrind, {calls:,} calls, loop subtracted); floor {FLOOR} = {floor:.1f}",
         "",
         "| case | grpc._common | fastcommon.common | fast_common | fast_common / grpc | fast_common / floor |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for label, _, _ in CASES:
         grpc_cost, py_cost, cy_cost = (costs[f"{m} {label}"] for m in IMPLEMENTATIONS)
-        lines.append(f"| {label} | {grpc_cost:.1f} | {py_cost:.1f} | {cy_cost:.1f} | "
-                     f"{cy_cost / grpc_cost:.2f} | {cy_cost / floor:.2f} |")
+        lines.append(
+            f"| {label} | {grpc_cost:.1f} | {py_cost:.1f} | {cy_cost:.1f} | "
+            f"{cy_cost / grpc_cost:.2f} | {cy_cost / floor:.2f} |"
+        )
     return "\n".join(lines)
 
 

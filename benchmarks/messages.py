@@ -18,8 +18,10 @@ def sample_messages(echo):
 
 def run(runner, echo):
     """Time every (direction, message, way); returns pyperf's benchmarks by name."""
-    wrappers = {"grpc._common": importlib.import_module("grpc._common"),
-                "fastcommon": importlib.import_module("fastcommon")}
+    wrappers = {
+        "grpc._common": importlib.import_module("grpc._common"),
+        "fastcommon": importlib.import_module("fastcommon"),
+    }
     benches = {}
     for label, message in sample_messages(echo):
         data = message.SerializeToString()
@@ -29,11 +31,17 @@ def run(runner, echo):
         ):
             name = f"{direction} {label}"
             benches[f"{name} | bare"] = runner.bench_time_func(
-                f"{name} | bare", time_calls, transformer, payload, inner_loops=UNROLL)
+                f"{name} | bare", time_calls, transformer, payload, inner_loops=UNROLL
+            )
             for way, module in wrappers.items():
                 benches[f"{name} | {way}"] = runner.bench_time_func(
-                    f"{name} | {way}", time_transform_calls, getattr(module, function_name), payload, transformer,
-                    inner_loops=UNROLL)
+                    f"{name} | {way}",
+                    time_transform_calls,
+                    getattr(module, function_name),
+                    payload,
+                    transformer,
+                    inner_loops=UNROLL,
+                )
     return benches
 
 
@@ -49,17 +57,20 @@ def report(ns, echo):
             for way in WAYS:
                 value = ns[f"{direction} {label} | {way}"]
                 share = "" if way == "bare" else f"{(value - bare) / value:.1%}"
-                rows.append((f"{direction} {label}", f"{size:,} B", way, f"{value:,.1f}", f"{size / value * 1e3:,.1f}",
-                             share))
-    return "\n".join([
-        f"protobuf {api_implementation.Type()} backend; MB/s = message bytes / time; the wrapper's share = "
-        "(through the wrapper - bare) / through the wrapper\n(a wrapper costs more than nothing: a share below zero "
-        "is this run's noise)",
-        format_table(rows),
-        "",
-        PUBLISHED_NOTE,
-        format_table([("dataset", *PUBLISHED_COLUMNS)] + [(name, *figures) for name, figures in PUBLISHED.items()]),
-    ])
+                rows.append(
+                    (f"{direction} {label}", f"{size:,} B", way, f"{value:,.1f}", f"{size / value * 1e3:,.1f}", share)
+                )
+    return "\n".join(
+        [
+            f"protobuf {api_implementation.Type()} backend; MB/s = message bytes / time; the wrapper's share = "
+            "(through the wrapper - bare) / through the wrapper\n"
+            "(a wrapper costs more than nothing: a share below zero is this run's noise)",
+            format_table(rows),
+            "",
+            PUBLISHED_NOTE,
+            format_table([("dataset", *PUBLISHED_COLUMNS)] + [(name, *figures) for name, figures in PUBLISHED.items()]),
+        ]
+    )
 
 
 PUBLISHED_NOTE = (
@@ -69,10 +80,22 @@ PUBLISHED_NOTE = (
     "pure: pure Python) and other messages:\nfor scale only, not for comparison row by row."
 )
 PUBLISHED_COLUMNS = (  # Python with protobuf's C++-generated code, with its C++ reflection, and pure Python
-    "parse C++gen", "parse C++refl", "parse pure", "serialize C++gen", "serialize C++refl", "serialize pure",
+    "parse C++gen",
+    "parse C++refl",
+    "parse pure",
+    "serialize C++gen",
+    "serialize C++refl",
+    "serialize pure",
 )
 PUBLISHED = {
-    "google_message1_proto2": ("82.8314MB/s", "47.6763MB/s", "3.76299MB/s", "260.911MB/s", "58.4815MB/s", "5.77824MB/s"),
+    "google_message1_proto2": (
+        "82.8314MB/s",
+        "47.6763MB/s",
+        "3.76299MB/s",
+        "260.911MB/s",
+        "58.4815MB/s",
+        "5.77824MB/s",
+    ),
     "google_message1_proto3": ("82.0498MB/s", "39.9467MB/s", "3.77751MB/s", "239.4MB/s", "33.6336MB/s", "5.80524MB/s"),
     "google_message2": ("241.46MB/s", "71.5723MB/s", "2.73538MB/s", "996.755MB/s", "57.9601MB/s", "4.09246MB/s"),
     "google_message3_1": ("209.036MB/s", "142.356MB/s", "15.3324MB/s", "1.48625GB/s", "421.287MB/s", "18.002MB/s"),

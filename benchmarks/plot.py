@@ -12,10 +12,19 @@ import os
 
 from benchmarks.timing import FLOOR
 
-CASES = ("encode str->bytes", "encode bytes->bytes", "decode bytes->str", "decode str->str",
-         "serialize Echo message", "deserialize Echo message")
-SERIES = (("grpc._common", "grpc._common", "#b0b0b0"), ("fastcommon.fast_common", "fastcommon (compiled)", "#1f77b4"),
-          (FLOOR, "floor: a builtin C call", "#2ca02c"))
+CASES = (
+    "encode str->bytes",
+    "encode bytes->bytes",
+    "decode bytes->str",
+    "decode str->str",
+    "serialize Echo message",
+    "deserialize Echo message",
+)
+SERIES = (
+    ("grpc._common", "grpc._common", "#b0b0b0"),
+    ("fastcommon.fast_common", "fastcommon (compiled)", "#1f77b4"),
+    (FLOOR, "floor: a builtin C call", "#2ca02c"),
+)
 
 
 def pyplot():
@@ -39,8 +48,13 @@ def per_call_charts(results, directory, image_format):
         for offset, (implementation, legend, colour) in enumerate(SERIES):
             values = [results[label].get(f"{case} | {implementation}") for label in labels]
             positions = [i + (offset - (len(SERIES) - 1) / 2) * width for i in range(len(labels))]
-            bars = axis.bar([p for p, v in zip(positions, values) if v is not None], [v for v in values if v is not None],
-                            width, color=colour, label=legend)
+            bars = axis.bar(
+                [p for p, v in zip(positions, values) if v is not None],
+                [v for v in values if v is not None],
+                width,
+                color=colour,
+                label=legend,
+            )
             axis.bar_label(bars, fmt="%.0f", fontsize=7)
         axis.set_title(case)
         axis.set_xticks(range(len(labels)), labels, fontsize=8)
@@ -54,18 +68,21 @@ def per_rpc_chart(breakdown, directory, image_format):
     """Write the per-RPC breakdown ({kind: (CPU us, ceiling us, fastcommon's saving us)}); return what it wrote."""
     plt = pyplot()
     kinds = list(breakdown)
-    figure, (whole, zoom) = plt.subplots(1, 2, figsize=(13, 3.8), constrained_layout=True,
-                                         gridspec_kw={"width_ratios": (3, 2)})
+    figure, (whole, zoom) = plt.subplots(
+        1, 2, figsize=(13, 3.8), constrained_layout=True, gridspec_kw={"width_ratios": (3, 2)}
+    )
     for row, kind in enumerate(kinds):
         cpu, ceiling, saving = breakdown[kind]
         whole.barh(row, cpu, color="#d9d9d9", label="CPU per RPC, client + server" if row == 0 else None)
         whole.barh(row, ceiling, color="#ff7f0e", label="grpc._common, all its calls" if row == 0 else None)
         whole.text(cpu, row, f" {cpu:.0f} us", va="center", fontsize=8)
-        for offset, (value, colour, label) in enumerate(((ceiling, "#ff7f0e", "the ceiling: grpc._common's cost"),
-                                                         (saving, "#1f77b4", "what fastcommon saves"))):
+        for offset, (value, colour, label) in enumerate(
+            ((ceiling, "#ff7f0e", "the ceiling: grpc._common's cost"), (saving, "#1f77b4", "what fastcommon saves"))
+        ):
             zoom.barh(row + (offset - 0.5) * 0.4, value, 0.4, color=colour, label=label if row == 0 else None)
-            zoom.text(value, row + (offset - 0.5) * 0.4, f" {value:.2f} us ({value / cpu:.2%})", va="center",
-                      fontsize=8)
+            zoom.text(
+                value, row + (offset - 0.5) * 0.4, f" {value:.2f} us ({value / cpu:.2%})", va="center", fontsize=8
+            )
     for axis in (whole, zoom):
         axis.set_yticks(range(len(kinds)), kinds if axis is whole else [""] * len(kinds))
         axis.invert_yaxis()

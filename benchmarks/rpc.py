@@ -37,6 +37,7 @@ def server(mode, flavour, stubs_dir):
             print(time.process_time(), flush=True)
 
     if flavour == "aio":
+
         async def serve():
             async with aio_echo_server(pb2, pb2_grpc) as address:
                 print(address.rsplit(":", 1)[1], flush=True)
@@ -118,8 +119,10 @@ def count_calls_per_rpc(stubs_dir):
             counts[kind] = counted
 
         async def aio_counts():
-            async with aio_echo_server(pb2, pb2_grpc) as aio_address, \
-                    grpc.aio.insecure_channel(aio_address) as aio_channel:
+            async with (
+                aio_echo_server(pb2, pb2_grpc) as aio_address,
+                grpc.aio.insecure_channel(aio_address) as aio_channel,
+            ):
                 aio_stub = pb2_grpc.EchoServiceStub(aio_channel)
                 await aio_stub.Unary(request)
                 with counting_calls() as counted:
@@ -151,13 +154,16 @@ def per_call_costs_ns(stubs_dir):
         timer = timeit.Timer(f"f({', '.join(names)})", globals={"f": function, **dict(zip(names, args))})
         return min(timer.repeat(number=n, repeat=5)) / n * 1e9
 
-    return {name: (best(getattr(_common, name), args), best(getattr(fastcommon, name), args))
-            for name, args in calls.items()}
+    return {
+        name: (best(getattr(_common, name), args), best(getattr(fastcommon, name), args))
+        for name, args in calls.items()
+    }
 
 
 def start(args):
-    process = subprocess.Popen([sys.executable, BENCHMARK, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, BENCHMARK, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     line = process.stdout.readline().strip()
     if not line:
         raise RuntimeError(f"benchmark helper {args} exited with {process.wait()}")
@@ -189,8 +195,11 @@ def measure_rounds(stubs_dir, modes, rounds, rpcs):
                     [server_before] = ask(serving, "cpu")
                     wall, client_cpu = ask(clients[mode], f"{kind}|{rpcs}")
                     [server_after] = ask(serving, "cpu")
-                    for key, seconds in (("wall", wall), ("client cpu", client_cpu),
-                                         ("server cpu", server_after - server_before)):
+                    for key, seconds in (
+                        ("wall", wall),
+                        ("client cpu", client_cpu),
+                        ("server cpu", server_after - server_before),
+                    ):
                         measured[mode, kind][key].append(seconds / rpcs * 1e6)
         finally:
             # Clients first: no server goes away under them.
@@ -212,8 +221,11 @@ def main(argv):
     parser.add_argument("--rpc", action="store_true")
     parser.add_argument("--rounds", type=int, default=12, help="rounds, each with fresh processes (default 12)")
     parser.add_argument("--rpcs", type=int, default=400, help="RPCs per round (default 400)")
-    parser.add_argument("--control", action="store_true",
-                        help="A/A: the second pair runs stock too, to show what this method calls a difference")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="A/A: the second pair runs stock too, to show what this method calls a difference",
+    )
     parser.add_argument("--plot", metavar="DIR", help="also write a chart of the per-RPC breakdown into DIR")
     parser.add_argument("--plot-format", choices=("png", "svg"), default="png")
     args = parser.parse_args(argv)
@@ -225,8 +237,10 @@ def main(argv):
 
     with tempfile.TemporaryDirectory() as stubs_dir:
         generate_stubs(stubs_dir)
-        print(f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
-              f"({fastcommon.IMPLEMENTATION})")
+        print(
+            f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
+            f"({fastcommon.IMPLEMENTATION})"
+        )
         counts = count_calls_per_rpc(stubs_dir)
         costs = per_call_costs_ns(stubs_dir)
         measured = measure_rounds(stubs_dir, modes, args.rounds, args.rpcs)
@@ -241,14 +255,20 @@ def main(argv):
             ceiling[kind] = ceiling.get(kind, 0) + cost
             expected[kind] = expected.get(kind, 0) + saving
             rows.append((kind, side, *calls, f"{cost:.3f} us", f"{saving:.3f} us"))
-    print("\nCalls through grpc._common per RPC (counted with grpc patched; the aio server converts in grpcio's "
-          "Cython core, out of reach):")
+    print(
+        "\nCalls through grpc._common per RPC (counted with grpc patched; the aio server converts in grpcio's "
+        "Cython core, out of reach):"
+    )
     print(format_table(rows))
-    print("\nns per call measured in this run (timeit, best of 5), grpc._common -> fastcommon: "
-          + ", ".join(f"{name} {grpc_ns:.1f} -> {ours:.1f}" for name, (grpc_ns, ours) in costs.items()))
+    print(
+        "\nns per call measured in this run (timeit, best of 5), grpc._common -> fastcommon: "
+        + ", ".join(f"{name} {grpc_ns:.1f} -> {ours:.1f}" for name, (grpc_ns, ours) in costs.items())
+    )
 
-    header = (f"{args.rounds} rounds of {args.rpcs} RPCs, fresh processes every round; mean +- 95% CI over rounds; "
-              f"server and client each in their own process, both {modes[0]} or both {modes[1]}")
+    header = (
+        f"{args.rounds} rounds of {args.rpcs} RPCs, fresh processes every round; mean +- 95% CI over rounds; "
+        f"server and client each in their own process, both {modes[0]} or both {modes[1]}"
+    )
     print(f"\nWall-clock us per RPC, {header}:")
     rows = [("RPC kind", *modes, "difference", "expected from counts")]
     verdicts = []
@@ -256,33 +276,57 @@ def main(argv):
         first, second = measured[modes[0], kind]["wall"], measured[modes[1], kind]["wall"]
         diff, diff_ci = mean_and_ci95([a - b for a, b in zip(first, second)])
         stock = mean_and_ci95(first)[0]
-        rows.append((kind, interval(first), interval(second), f"{diff:+.2f} +- {diff_ci:.2f} us ({diff / stock:+.1%})",
-                     f"{expected[kind]:.3f} us"))
+        rows.append(
+            (
+                kind,
+                interval(first),
+                interval(second),
+                f"{diff:+.2f} +- {diff_ci:.2f} us ({diff / stock:+.1%})",
+                f"{expected[kind]:.3f} us",
+            )
+        )
         if abs(diff) > diff_ci:
-            verdicts.append(f"{kind}: {modes[1]} is {'faster' if diff > 0 else 'slower'} by {abs(diff):.2f} us per "
-                            f"RPC, more than the noise (+- {diff_ci:.2f} us).")
+            verdicts.append(
+                f"{kind}: {modes[1]} is {'faster' if diff > 0 else 'slower'} by {abs(diff):.2f} us per "
+                f"RPC, more than the noise (+- {diff_ci:.2f} us)."
+            )
         else:
-            verdicts.append(f"{kind}: the difference ({diff:+.2f} us) is within the noise (+- {diff_ci:.2f} us); the "
-                            f"expected saving, {expected[kind]:.3f} us, is too small to see here.")
+            verdicts.append(
+                f"{kind}: the difference ({diff:+.2f} us) is within the noise (+- {diff_ci:.2f} us); the "
+                f"expected saving, {expected[kind]:.3f} us, is too small to see here."
+            )
     print(format_table(rows))
 
     print(f"\nCPU us per RPC, each process's own CPU time; {header}:")
     rows = [("RPC kind", *(f"{side} {mode}" for side in ("client", "server") for mode in modes))]
     for kind in RPC_KINDS:
-        rows.append((kind, *(interval(measured[mode, kind][f"{side} cpu"]) for side in ("client", "server")
-                             for mode in modes)))
+        rows.append(
+            (kind, *(interval(measured[mode, kind][f"{side} cpu"]) for side in ("client", "server") for mode in modes))
+        )
     print(format_table(rows))
 
-    print("\nThe ceiling: calls per RPC x grpc._common's cost per call, the most that any replacement of _common's "
-          f"functions could save, against the CPU per RPC (client + server, {modes[0]}):")
+    print(
+        "\nThe ceiling: calls per RPC x grpc._common's cost per call, the most that any replacement of _common's "
+        f"functions could save, against the CPU per RPC (client + server, {modes[0]}):"
+    )
     breakdown = {}
     rows = [("RPC kind", "CPU per RPC", "ceiling", "share", "fastcommon saves", "share")]
     for kind in RPC_KINDS:
-        cpu = (mean_and_ci95(measured[modes[0], kind]["client cpu"])[0]
-               + mean_and_ci95(measured[modes[0], kind]["server cpu"])[0])
+        cpu = (
+            mean_and_ci95(measured[modes[0], kind]["client cpu"])[0]
+            + mean_and_ci95(measured[modes[0], kind]["server cpu"])[0]
+        )
         breakdown[kind] = (cpu, ceiling[kind], expected[kind])
-        rows.append((kind, f"{cpu:.1f} us", f"{ceiling[kind]:.3f} us", f"{ceiling[kind] / cpu:.2%}",
-                     f"{expected[kind]:.3f} us", f"{expected[kind] / cpu:.2%}"))
+        rows.append(
+            (
+                kind,
+                f"{cpu:.1f} us",
+                f"{ceiling[kind]:.3f} us",
+                f"{ceiling[kind] / cpu:.2%}",
+                f"{expected[kind]:.3f} us",
+                f"{expected[kind] / cpu:.2%}",
+            )
+        )
     print(format_table(rows))
     print()
     print("\n".join(verdicts))

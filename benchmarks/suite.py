@@ -12,8 +12,16 @@ import tempfile
 import timeit
 
 from benchmarks import messages
-from benchmarks.timing import (FLOOR, IMPLEMENTATIONS, METHOD, UNROLL, format_table, instability_lines, time_calls,
-                               time_transform_calls)
+from benchmarks.timing import (
+    FLOOR,
+    IMPLEMENTATIONS,
+    METHOD,
+    UNROLL,
+    format_table,
+    instability_lines,
+    time_calls,
+    time_transform_calls,
+)
 from grpc_echo import generate_stubs, import_stubs
 
 
@@ -29,7 +37,8 @@ def conversion_cases(more_inputs):
         return method
     details = ("The request was rejected because a field was missing. " * 19)[:1024]  # ~1 KiB, as status details
     non_ascii = "Zürich, Kraków, 東京, Αθήνα: ✓ done 🚀"
-    return method + [
+    return [
+        *method,
         ("encode 1KiB details", "encode", details),
         ("decode 1KiB details", "decode", details.encode()),
         ("encode non-ASCII", "encode", non_ascii),
@@ -50,8 +59,15 @@ def per_call_table(ns, cases):
         for implementation in (*IMPLEMENTATIONS, FLOOR):
             value = ns.get(f"{label} | {implementation}")
             if value is not None:
-                rows.append((label, implementation, f"{value:.1f}", f"{grpc_ns / value:.2f}x" if grpc_ns else "",
-                             f"{value / floor_ns:.2f}x" if floor_ns else ""))
+                rows.append(
+                    (
+                        label,
+                        implementation,
+                        f"{value:.1f}",
+                        f"{grpc_ns / value:.2f}x" if grpc_ns else "",
+                        f"{value / floor_ns:.2f}x" if floor_ns else "",
+                    )
+                )
     return format_table(rows)
 
 
@@ -69,14 +85,17 @@ def main(argv=None):
 
     def forward_options(cmd, args):
         cmd.extend(["--stubs", args.stubs])
-        cmd.extend(option for option, wanted in (("--more-inputs", args.more_inputs), ("--messages", args.messages))
-                   if wanted)
+        cmd.extend(
+            option for option, wanted in (("--more-inputs", args.more_inputs), ("--messages", args.messages)) if wanted
+        )
 
     runner = pyperf.Runner(processes=6, values=3, add_cmdline_args=forward_options)
-    runner.argparser.add_argument("--more-inputs", action="store_true",
-                                  help="also time a 1 KiB details string, non-ASCII text and invalid UTF-8")
-    runner.argparser.add_argument("--messages", action="store_true",
-                                  help="time protobuf messages of three sizes, bare and through the wrappers")
+    runner.argparser.add_argument(
+        "--more-inputs", action="store_true", help="also time a 1 KiB details string, non-ASCII text and invalid UTF-8"
+    )
+    runner.argparser.add_argument(
+        "--messages", action="store_true", help="time protobuf messages of three sizes, bare and through the wrappers"
+    )
     runner.argparser.add_argument("--plot", metavar="DIR", help="also write charts of this run into DIR")
     runner.argparser.add_argument("--plot-format", choices=("png", "svg"), default="png")
     runner.argparser.add_argument("--stubs", help=argparse.SUPPRESS)
@@ -107,13 +126,17 @@ def main(argv=None):
         else:
             print("; floor = the builtin C call callable(x)")
             print(per_call_table(ns, labels))
-            print(f"\npatch()'s gate, fingerprints and probes of all four functions: {gate_cost_us():.0f} us "
-                  "(timeit, best of 7 runs of 100), once per process")
+            print(
+                f"\npatch()'s gate, fingerprints and probes of all four functions: {gate_cost_us():.0f} us "
+                "(timeit, best of 7 runs of 100), once per process"
+            )
         print("\n".join(instability_lines(benches)))
         if args.plot:
             from benchmarks import plot
 
-            print("\n".join(plot.per_call_charts({f"CPython {sys.version.split()[0]}": ns}, args.plot, args.plot_format)))
+            print(
+                "\n".join(plot.per_call_charts({f"CPython {sys.version.split()[0]}": ns}, args.plot, args.plot_format))
+            )
 
 
 def run_per_call(runner, message_class, more_inputs):
@@ -123,9 +146,11 @@ def run_per_call(runner, message_class, more_inputs):
         labels.append(label)
         for name, module in modules.items():
             benches[f"{label} | {name}"] = runner.bench_time_func(
-                f"{label} | {name}", time_calls, getattr(module, function_name), argument, inner_loops=UNROLL)
+                f"{label} | {name}", time_calls, getattr(module, function_name), argument, inner_loops=UNROLL
+            )
         benches[f"{label} | {FLOOR}"] = runner.bench_time_func(
-            f"{label} | {FLOOR}", time_calls, callable, argument, inner_loops=UNROLL)
+            f"{label} | {FLOOR}", time_calls, callable, argument, inner_loops=UNROLL
+        )
     message = small_message(message_class)
     for label, function_name, payload, transformer in (
         ("serialize Echo message", "serialize", message, message_class.SerializeToString),
@@ -134,6 +159,11 @@ def run_per_call(runner, message_class, more_inputs):
         labels.append(label)
         for name, module in modules.items():
             benches[f"{label} | {name}"] = runner.bench_time_func(
-                f"{label} | {name}", time_transform_calls, getattr(module, function_name), payload, transformer,
-                inner_loops=UNROLL)
+                f"{label} | {name}",
+                time_transform_calls,
+                getattr(module, function_name),
+                payload,
+                transformer,
+                inner_loops=UNROLL,
+            )
     return benches, labels

@@ -23,8 +23,13 @@ def generate_stubs(directory):
     """Generate echo_pb2 and echo_pb2_grpc into ``directory`` with grpcio-tools and import them."""
     from grpc_tools import protoc
 
-    args = ["protoc", f"-I{PROTO_DIR}", f"--python_out={directory}", f"--grpc_python_out={directory}",
-            os.path.join(PROTO_DIR, "echo.proto")]
+    args = [
+        "protoc",
+        f"-I{PROTO_DIR}",
+        f"--python_out={directory}",
+        f"--grpc_python_out={directory}",
+        os.path.join(PROTO_DIR, "echo.proto"),
+    ]
     if protoc.main(args) != 0:
         raise RuntimeError(f"grpc_tools.protoc failed: {args}")
     return import_stubs(directory)
@@ -52,8 +57,11 @@ def make_servicer(pb2, pb2_grpc):
                 return pb2.Echo(text=context.peer())
             if request.text == "metadata":
                 context.set_trailing_metadata((("trailer", "sp at"), ("trailer-bin", b"\x00\xff")))
-                pairs = sorted(f"{key}={value!r}" for key, value in context.invocation_metadata()
-                               if not key.startswith(("user-agent", "grpc-")))
+                pairs = sorted(
+                    f"{key}={value!r}"
+                    for key, value in context.invocation_metadata()
+                    if not key.startswith(("user-agent", "grpc-"))
+                )
                 return pb2.Echo(text="\n".join(pairs))
             return pb2.Echo(text=request.text, payload=request.payload, count=request.count + 1)
 

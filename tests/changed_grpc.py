@@ -1,8 +1,7 @@
 """grpc._common functions as a grpcio that changed them would have them: what the patch gate must catch."""
 
-from grpc import _common
-
 from conftest import GRPC_ORACLE
+from grpc import _common
 
 SLICE_SIZE = 16 * 1024
 

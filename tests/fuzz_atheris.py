@@ -14,9 +14,10 @@ import atheris
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 with atheris.instrument_imports():
-    import fastcommon.common as reference
     import inputs
     from helpers import outcome
+
+    import fastcommon.common as reference
 from grpc import _common as grpc_common
 
 import fastcommon.fast_common as compiled
@@ -43,8 +44,12 @@ def TestOneInput(data):
     fdp = atheris.FuzzedDataProvider(data)
     value = WRAPPERS[fdp.ConsumeIntInRange(0, len(WRAPPERS) - 1)](fdp)
     serializer = fdp.PickValueInList(list(inputs.SERIALIZERS))
-    for name, args in (("encode", (value,)), ("decode", (value,)),
-                       ("serialize", (value, serializer)), ("deserialize", (value, serializer))):
+    for name, args in (
+        ("encode", (value,)),
+        ("decode", (value,)),
+        ("serialize", (value, serializer)),
+        ("deserialize", (value, serializer)),
+    ):
         expected = outcome(getattr(grpc_common, name), *args)
         for module in (reference, compiled):
             got = outcome(getattr(module, name), *args)

@@ -40,4 +40,4 @@ def outcome(function, *args):
             observed = ("raised", type(exc), str(exc))
         else:
             observed = ("returned", type(result), result, _which_argument(result, args))
-    return observed + (records,)
+    return (*observed, records)

@@ -11,13 +11,18 @@ import sys
 import textwrap
 
 import pytest
+from conftest import NEEDS_GRPCIO
+
+pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 import fastcommon
 from fastcommon import _adoption, _patching
 from grpc_echo import counting_calls
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-START_METHODS = [method for method in ("spawn", "forkserver", "fork") if method in multiprocessing.get_all_start_methods()]
+START_METHODS = [
+    method for method in ("spawn", "forkserver", "fork") if method in multiprocessing.get_all_start_methods()
+]
 
 # What a process says about itself, as one JSON line: its pid and whether grpc is patched in it.
 SAY_PATCHED = """
@@ -31,7 +36,8 @@ PATCHED = ["encode", "decode", "serialize", "deserialize"]
 REPORT_BLOCK = re.compile(
     r"fastcommon --report, process (?P<pid>\d+) \((?P<implementation>\w+)\): grpc patched \((?P<names>[^)]*)\)\n"
     r"  calls: (?P<calls>.*)\n"
-    r"  saved: (?P<ms>[\d.-]+) ms = (?P<share>\S+) of this process's (?P<cpu>[\d.]+) s CPU \(per call, timed at exit: .*\)\n"
+    r"  saved: (?P<ms>[\d.-]+) ms = (?P<share>\S+) of this process's (?P<cpu>[\d.]+) s CPU"
+    r" \(per call, timed at exit: .*\)\n"
 )
 
 
@@ -52,8 +58,14 @@ def program(tmp_path):
         (tmp_path / name).write_text(SAY_PATCHED + textwrap.dedent(source))
         environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, **(env or {})}
         launcher = ["-m", "fastcommon", "run", *(["--report"] if report else [])] if fastcommon_run else []
-        result = subprocess.run([sys.executable, *launcher, name, *args], cwd=tmp_path, env=environ,
-                                capture_output=True, text=True, timeout=180)
+        result = subprocess.run(
+            [sys.executable, *launcher, name, *args],
+            cwd=tmp_path,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stderr
         return result
 
@@ -75,10 +87,13 @@ def test_nothing_is_imported_before_the_program_imports_it(program):
 
 
 def test_a_program_that_never_imports_grpc_never_loads_it(program):
-    result = program("""
+    result = program(
+        """
         import sys, json
         print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("grpc", "fastcommon"))))
-    """, report=True)
+    """,
+        report=True,
+    )
     assert json.loads(result.stdout) == [] and "fastcommon --report" not in result.stderr
 
 
@@ -97,7 +112,8 @@ def test_grpc_is_patched_when_the_program_imports_it(program):
 @pytest.mark.parametrize("method", START_METHODS)
 def test_multiprocessing_workers_are_patched_and_make_real_rpcs(program, stubs, server_address, method):
     stubs_dir = os.path.dirname(stubs[0].__file__)
-    result = program("""
+    result = program(
+        """
         import multiprocessing, sys
 
         def work(address, stubs_dir, queue):
@@ -120,7 +136,12 @@ def test_multiprocessing_workers_are_patched_and_make_real_rpcs(program, stubs, 
             for worker in workers:
                 worker.join(timeout=120)
                 assert worker.exitcode == 0
-    """, method, server_address, stubs_dir, report=True)
+    """,
+        method,
+        server_address,
+        stubs_dir,
+        report=True,
+    )
     said = lines_of(result)
     assert [(line["label"], line["patched"]) for line in said] == [("from a worker", PATCHED)] * 2
     reported = reports(result.stderr)
@@ -132,7 +153,8 @@ def test_multiprocessing_workers_are_patched_and_make_real_rpcs(program, stubs, 
 def test_a_fork_child_of_a_patched_parent_reports_only_its_own_calls(program, fork):
     if "fork" not in START_METHODS:
         pytest.skip("no fork on this platform")
-    result = program("""
+    result = program(
+        """
         import multiprocessing, os, sys
         from grpc import _common  # patched here, in the parent, before the fork
 
@@ -153,7 +175,10 @@ def test_a_fork_child_of_a_patched_parent_reports_only_its_own_calls(program, fo
                 sys.exit(0)
             else:
                 os.wait()
-    """, fork, report=True)
+    """,
+        fork,
+        report=True,
+    )
     child = int(result.stdout.split()[0])
     reported = reports(result.stderr)
     assert reported.pop(child)["decode"] == 3
@@ -162,13 +187,17 @@ def test_a_fork_child_of_a_patched_parent_reports_only_its_own_calls(program, fo
 
 def test_subprocess_children_are_patched_and_a_cleared_environment_is_not(program):
     child = SAY_PATCHED + "print(say_patched(__import__('sys').argv[1]))"
-    result = program("""
+    result = program(
+        """
         import os, subprocess, sys
         child = sys.argv[1]
         print(subprocess.run([sys.executable, "-c", child, "child"], capture_output=True, text=True).stdout)
         cleared = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.environ["PYTHONPATH"].split(os.pathsep)[-1]}
-        print(subprocess.run([sys.executable, "-c", child, "cleared"], env=cleared, capture_output=True, text=True).stdout)
-    """, child)
+        run = subprocess.run([sys.executable, "-c", child, "cleared"], env=cleared, capture_output=True, text=True)
+        print(run.stdout)
+    """,
+        child,
+    )
     assert [(line["label"], line["patched"]) for line in lines_of(result)] == [("child", PATCHED), ("cleared", [])]
 
 
@@ -176,12 +205,15 @@ def test_the_programs_own_sitecustomize_still_runs(program, tmp_path):
     own = tmp_path / "own"
     own.mkdir()
     (own / "sitecustomize.py").write_text("import sys\nsys.own_sitecustomize_ran = __file__\n")
-    result = program("""
+    result = program(
+        """
         import sys, json
         print(json.dumps({"ran": getattr(sys, "own_sitecustomize_ran", None),
                           "module": sys.modules["sitecustomize"].__file__}))
         print(say_patched("main"))
-    """, env={"PYTHONPATH": os.pathsep.join([str(own), PROJECT_DIR])})
+    """,
+        env={"PYTHONPATH": os.pathsep.join([str(own), PROJECT_DIR])},
+    )
     ran, said = lines_of(result)
     assert ran == {"ran": str(own / "sitecustomize.py"), "module": str(own / "sitecustomize.py")}
     assert said["patched"] == PATCHED
@@ -205,22 +237,28 @@ def other_interpreters():
     if pyenv is None:
         return []
     root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
-    this = "%d.%d." % sys.version_info[:2]
-    return sorted(python for python in glob.glob(os.path.join(root, "versions", "*", "bin", "python"))
-                  if not python.split(os.sep)[-3].startswith(this))
+    this = f"{sys.version_info[0]}.{sys.version_info[1]}."
+    return sorted(
+        python
+        for python in glob.glob(os.path.join(root, "versions", "*", "bin", "python"))
+        if not python.split(os.sep)[-3].startswith(this)
+    )
 
 
 def test_a_child_of_another_interpreter_runs_unpatched_and_unharmed(program):
     interpreters = other_interpreters()
     if not interpreters:
         pytest.skip("no other CPython here (pyenv)")
-    result = program("""
+    result = program(
+        """
         import json, subprocess, sys
+        code = "import sys; print('%d %s' % (sys.version_info[0], 'sitecustomize' in sys.modules))"  # Python 2 too
         for python in sys.argv[1:]:
-            child = subprocess.run([python, "-c", "import sys; print('%d %s' % (sys.version_info[0], 'sitecustomize' in sys.modules))"],
-                                   capture_output=True, text=True)
+            child = subprocess.run([python, "-c", code], capture_output=True, text=True)
             print(json.dumps([python, child.returncode, child.stdout.split(), child.stderr]))
-    """, *interpreters)
+    """,
+        *interpreters,
+    )
     ran = [json.loads(line) for line in result.stdout.splitlines()]
     assert [python for python, _, _, _ in ran] == interpreters
     for python, returncode, stdout, stderr in ran:
@@ -238,7 +276,8 @@ def test_report_counts_match_a_known_workload(program, stubs, channel, server_ad
     assert per_rpc["decode"] >= 1 and per_rpc["serialize"] == per_rpc["deserialize"] == 1
 
     def client_calls(n):
-        result = program("""
+        result = program(
+            """
             import sys, grpc
             from grpc_echo import import_stubs
             pb2, pb2_grpc = import_stubs(sys.argv[1])
@@ -246,13 +285,19 @@ def test_report_counts_match_a_known_workload(program, stubs, channel, server_ad
                 stub = pb2_grpc.EchoServiceStub(channel)
                 for _ in range(int(sys.argv[3])):
                     stub.Unary(pb2.Echo(text="x"))
-        """, os.path.dirname(pb2.__file__), server_address, str(n), report=True)
+        """,
+            os.path.dirname(pb2.__file__),
+            server_address,
+            str(n),
+            report=True,
+        )
         [calls] = reports(result.stderr).values()
         return calls
 
     few, many = (client_calls(n) for n in rpcs)
-    assert {name: many[name] - few[name] for name in PATCHED} == {name: (rpcs[1] - rpcs[0]) * per_rpc[name]
-                                                                  for name in PATCHED}
+    assert {name: many[name] - few[name] for name in PATCHED} == {
+        name: (rpcs[1] - rpcs[0]) * per_rpc[name] for name in PATCHED
+    }
 
 
 def test_report_block_reads_as_documented(monkeypatch):
@@ -264,7 +309,8 @@ def test_report_block_reads_as_documented(monkeypatch):
         f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): "
         "grpc patched (encode, decode, serialize, deserialize)\n"
         "  calls: encode 0, decode 2,000, serialize 1,000, deserialize 0\n"
-        "  saved: 0.110 ms = 0.011% of this process's 1.000 s CPU (per call, timed at exit: decode 40 ns, serialize 30 ns)\n"
+        "  saved: 0.110 ms = 0.011% of this process's 1.000 s CPU"
+        " (per call, timed at exit: decode 40 ns, serialize 30 ns)\n"
     )
     assert REPORT_BLOCK.fullmatch(text)
 

@@ -4,14 +4,17 @@ import asyncio
 import logging
 import threading
 
-import grpc
 import pytest
+from conftest import NEEDS_GRPCIO
+
+grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
+
+from changed_grpc import MADE_UP_CHANGES, SLICE_SIZE, delivered_in_slices, zero_copy_deserialize
 from grpc import _common as grpc_common
+from helpers import captured_grpc_records
 
 import fastcommon
-from changed_grpc import MADE_UP_CHANGES, SLICE_SIZE, delivered_in_slices, zero_copy_deserialize
 from grpc_echo import ABORT_DETAILS, GENERIC_METHOD, aio_echo_server, counting_calls, run_one_of_each
-from helpers import captured_grpc_records
 
 pytestmark = pytest.mark.usefixtures("patched_grpc")
 
@@ -38,18 +41,22 @@ def test_every_rpc_kind(stubs, channel):
 def test_metadata_str_and_binary_values(stubs, channel):
     pb2, pb2_grpc = stubs
     stub = pb2_grpc.EchoServiceStub(channel)
-    reply, call = stub.Unary.with_call(pb2.Echo(text="metadata"),
-                                       metadata=(("greeting", "hello, world"), ("blob-bin", b"\x00\xfe\xff")))
+    reply, call = stub.Unary.with_call(
+        pb2.Echo(text="metadata"), metadata=(("greeting", "hello, world"), ("blob-bin", b"\x00\xfe\xff"))
+    )
     assert "greeting='hello, world'" in reply.text.split("\n")
     assert "blob-bin=b'\\x00\\xfe\\xff'" in reply.text.split("\n")
     assert ("trailer", "sp at") in call.trailing_metadata()
     assert ("trailer-bin", b"\x00\xff") in call.trailing_metadata()
 
 
-@pytest.mark.parametrize("request_text, code", [
-    ("abort", grpc.StatusCode.INVALID_ARGUMENT),
-    ("set_details", grpc.StatusCode.FAILED_PRECONDITION),
-])
+@pytest.mark.parametrize(
+    "request_text, code",
+    [
+        ("abort", grpc.StatusCode.INVALID_ARGUMENT),
+        ("set_details", grpc.StatusCode.FAILED_PRECONDITION),
+    ],
+)
 def test_non_ascii_details_from_abort_and_set_details(stubs, channel, request_text, code):
     pb2, pb2_grpc = stubs
     with pytest.raises(grpc.RpcError) as error:
@@ -66,8 +73,9 @@ def test_peer(stubs, channel):
 
 def test_generic_handler(stubs, channel):
     pb2, _ = stubs
-    call = channel.unary_unary(GENERIC_METHOD, request_serializer=pb2.Echo.SerializeToString,
-                               response_deserializer=pb2.Echo.FromString)
+    call = channel.unary_unary(
+        GENERIC_METHOD, request_serializer=pb2.Echo.SerializeToString, response_deserializer=pb2.Echo.FromString
+    )
     assert call(pb2.Echo(text="ok")).text == "generic:ok"
 
 
@@ -119,8 +127,9 @@ def test_grpc_calls_the_patched_functions(stubs, channel, kind):
 
 def test_generic_handler_method_name_is_decoded_by_the_patched_decode(stubs, channel):
     pb2, _ = stubs
-    call = channel.unary_unary(GENERIC_METHOD, request_serializer=pb2.Echo.SerializeToString,
-                               response_deserializer=pb2.Echo.FromString)
+    call = channel.unary_unary(
+        GENERIC_METHOD, request_serializer=pb2.Echo.SerializeToString, response_deserializer=pb2.Echo.FromString
+    )
     call(pb2.Echo(text="warm-up"))
     with counting_calls() as counts:
         call(pb2.Echo(text="x"))
@@ -132,8 +141,11 @@ def failing_serializer(message):
 
 
 def rpc_with_failing_request_serializer(channel, pb2):
-    call = channel.unary_unary("/fastcommon.testing.EchoService/Unary", request_serializer=failing_serializer,
-                               response_deserializer=pb2.Echo.FromString)
+    call = channel.unary_unary(
+        "/fastcommon.testing.EchoService/Unary",
+        request_serializer=failing_serializer,
+        response_deserializer=pb2.Echo.FromString,
+    )
     with captured_grpc_records() as records, pytest.raises(grpc.RpcError) as error:
         call(pb2.Echo(text="x"))
     return error.value.code(), error.value.details(), records
@@ -149,8 +161,9 @@ def test_raising_serializer_fails_the_rpc_as_stock_grpc_does(stubs, channel):
         fastcommon.patch()
     assert patched == stock
     assert stock[0] == grpc.StatusCode.INTERNAL
-    assert stock[2] == [("grpc._common", logging.ERROR, "Exception serializing message!", ValueError,
-                         "cannot serialize this")]
+    assert stock[2] == [
+        ("grpc._common", logging.ERROR, "Exception serializing message!", ValueError, "cannot serialize this")
+    ]
 
 
 @pytest.mark.stock
@@ -211,13 +224,11 @@ def rpcs_pass(pb2, pb2_grpc, channel):
 @pytest.mark.stock
 def test_rpcs_pass_on_a_zero_copy_grpc_patched_function_by_function(stubs, channel, monkeypatch):
     pb2, pb2_grpc = stubs
-    in_slices = delivered_in_slices(zero_copy_deserialize)
-    monkeypatch.setattr(grpc_common, "deserialize", in_slices)
-    with pytest.warns(fastcommon.FastcommonWarning, match="grpc._common.deserialize"):
-        with fastcommon.patched() as replaced:
-            assert replaced == ("encode", "decode", "serialize")
-            with counting_calls() as counts:
-                rpcs_pass(pb2, pb2_grpc, channel)
+    monkeypatch.setattr(grpc_common, "deserialize", delivered_in_slices(zero_copy_deserialize))
+    warned = pytest.warns(fastcommon.FastcommonWarning, match="grpc._common.deserialize")
+    with warned, fastcommon.patched() as replaced, counting_calls() as counts:
+        assert replaced == ("encode", "decode", "serialize")
+        rpcs_pass(pb2, pb2_grpc, channel)
     assert counts["server", "deserialize"] >= 1 and counts["client", "deserialize"] >= 1
 
 
@@ -237,7 +248,7 @@ def test_without_the_gate_a_zero_copy_grpc_would_fail_multi_slice_rpcs(stubs, ch
 def test_rpcs_pass_on_a_grpc_with_a_made_up_change(stubs, channel, monkeypatch, name):
     pb2, pb2_grpc = stubs
     monkeypatch.setattr(grpc_common, name, MADE_UP_CHANGES[name])
-    with pytest.warns(fastcommon.FastcommonWarning, match=f"grpc._common.{name} "):
-        with fastcommon.patched() as replaced:
-            assert replaced == tuple(n for n in ("encode", "decode", "serialize", "deserialize") if n != name)
-            rpcs_pass(pb2, pb2_grpc, channel)
+    warned = pytest.warns(fastcommon.FastcommonWarning, match=f"grpc._common.{name} ")
+    with warned, fastcommon.patched() as replaced:
+        assert replaced == tuple(n for n in ("encode", "decode", "serialize", "deserialize") if n != name)
+        rpcs_pass(pb2, pb2_grpc, channel)

@@ -9,8 +9,11 @@ module when it imports, else from the pure-Python reference ``fastcommon.common`
 ``PURE_PYTHON_REASON`` why it is pure Python (None when it is not).
 """
 
+from __future__ import annotations
+
 import importlib
 import os
+import types
 import warnings
 
 from . import common
@@ -40,11 +43,11 @@ class FastcommonWarning(RuntimeWarning):
     """A compiled module that did not load, or a grpcio that fastcommon will not patch."""
 
 
-def _env_flag(name):
+def _env_flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
 
-def _read_record(package_dir, name):
+def _read_record(package_dir: str, name: str) -> str | None:
     try:
         with open(os.path.join(package_dir, name), encoding="utf-8") as file:
             return file.read().strip()
@@ -52,7 +55,7 @@ def _read_record(package_dir, name):
         return None
 
 
-def _why_compiled_module_is_absent():
+def _why_compiled_module_is_absent() -> tuple[str, bool]:
     """The reason the extension file is missing, and whether the user should be warned."""
     package_dir = os.path.dirname(__file__)
     on_purpose = _read_record(package_dir, _BUILT_WITHOUT_EXTENSIONS_FILE)
@@ -67,7 +70,7 @@ def _why_compiled_module_is_absent():
     return "the extension is missing from the installation", True
 
 
-def _load_implementation():
+def _load_implementation() -> tuple[types.ModuleType, str | None]:
     """Return the module to use and, when it is the pure one, why."""
     if _env_flag("FASTCOMMON_PURE_PYTHON"):
         return common, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}"

@@ -1,8 +1,8 @@
 """``python -m fastcommon``: what is installed; ``python -m fastcommon run``: a program with grpc patched.
 
-    python -m fastcommon
-    python -m fastcommon run [--report] app.py [args...]
-    python -m fastcommon run [--report] -m package.module [args...]
+python -m fastcommon
+python -m fastcommon run [--report] app.py [args...]
+python -m fastcommon run [--report] -m package.module [args...]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import importlib.util
 import os
 import platform
 import sys
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import fastcommon
 from fastcommon import _adoption, _patching
@@ -58,12 +58,13 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> NoReturn:
     _adoption.launch(program, report=args.report)
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m fastcommon", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command")
     run_parser = commands.add_parser("run", help="run a program with grpc patched in each of its Python processes")
-    run_parser.add_argument("--report", action="store_true",
-                            help="each patched process prints its calls and the time saved when it exits")
+    run_parser.add_argument(
+        "--report", action="store_true", help="each patched process prints its calls and the time saved when it exits"
+    )
     run_parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
     run_parser.add_argument("args", nargs=argparse.REMAINDER, help="the script (unless -m) and its arguments")
     args = parser.parse_args(argv)

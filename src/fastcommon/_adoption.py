@@ -23,7 +23,7 @@ import time
 import timeit
 import warnings
 from collections.abc import Callable
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import fastcommon
 from fastcommon import _patching
@@ -142,14 +142,14 @@ class Report:
         saved = sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9
         share = f"{saved / cpu_seconds:.3%}" if cpu_seconds > 0 else "n/a"
         left = [name for name in _patching.NAMES if name not in calls]
+        patched = ", ".join(calls) + (f"; left to grpc: {', '.join(left)}" if left else "")
+        counted = ", ".join(f"{name} {count:,}" for name, count in calls.items())
+        per_call = ", ".join(f"{name} {ns:.0f} ns" for name, ns in saving_ns.items()) or "-"
         return (
-            f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): "
-            f"grpc patched ({', '.join(calls) or 'nothing'})"
-            + (f"; left to grpc: {', '.join(left)}" if left else "")
-            + "\n"
-            + f"  calls: {', '.join(f'{name} {count:,}' for name, count in calls.items())}\n"
-            + f"  saved: {saved * 1e3:.3f} ms = {share} of this process's {cpu_seconds:.3f} s CPU"
-            + f" (per call, timed at exit: {', '.join(f'{name} {ns:.0f} ns' for name, ns in saving_ns.items()) or '-'})\n"
+            f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): grpc patched ({patched})\n"
+            f"  calls: {counted}\n"
+            f"  saved: {saved * 1e3:.3f} ms = {share} of this process's {cpu_seconds:.3f} s CPU"
+            f" (per call, timed at exit: {per_call})\n"
         )
 
     def per_call_saving_ns(self, name: str) -> float:

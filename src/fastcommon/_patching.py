@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import inspect
 import linecache
 import logging
@@ -25,7 +26,7 @@ import types
 import warnings
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any, Optional
+from typing import Any
 
 import fastcommon
 
@@ -45,7 +46,7 @@ _installed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # nam
 _lock = threading.Lock()
 
 
-def source(function: Any) -> Optional[str]:
+def source(function: Any) -> str | None:
     """A function's source text, as inspect.getsource gives it; None when there is none."""
     # inspect.getsource tokenizes in Python (0.1 ms a function before CPython 3.12). For a
     # module-level function, parsing its lines up to the next top-level definition gives the same
@@ -67,7 +68,7 @@ def source(function: Any) -> Optional[str]:
         return None
 
 
-def fingerprint(function: Any, sources: Optional[dict[Any, Optional[str]]] = None) -> Optional[str]:
+def fingerprint(function: Any, sources: dict[Any, str | None] | None = None) -> str | None:
     """CRC-32 of a function's source and of the functions of its module that it names; None without source."""
     sources = {} if sources is None else sources  # a cache of function -> source, shared by callers
     module = sys.modules.get(getattr(function, "__module__", None) or "")
@@ -161,11 +162,11 @@ class _ProbeRecords(logging.Filter):
         return False
 
 
-def _probe_calls(name: str) -> list[tuple[Any, Optional[_Transformer]]]:
+def _probe_calls(name: str) -> list[tuple[Any, _Transformer | None]]:
     """The calls that probe ``name``: (value, transformer or None), built fresh for each side."""
     if name in ("encode", "decode"):
         return [(value, None) for value in _probe_values()]
-    calls: list[tuple[Any, Optional[_Transformer]]] = [(value, None) for value in _probe_values()]
+    calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in _probe_values()]
     calls += [(value, _Transformer(raises=False)) for value in _probe_values()]
     # The failure path depends on the input no more than the returning recorder already shows:
     # bytes, a memoryview and a list of chunks, the three that grpc hands over, are enough.
@@ -191,7 +192,7 @@ def _outcomes(name: str, function: Callable[..., Any], records: _ProbeRecords) -
     return outcomes
 
 
-def _first_difference(name: str, original: Callable[..., Any], ours: Callable[..., Any]) -> Optional[str]:
+def _first_difference(name: str, original: Callable[..., Any], ours: Callable[..., Any]) -> str | None:
     """The first probe on which grpc's function and ours differ, described; None if they never do."""
     logger = logging.getLogger("grpc._common")
     records = _ProbeRecords()
@@ -208,10 +209,10 @@ def _first_difference(name: str, original: Callable[..., Any], ours: Callable[..
     return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"
 
 
-def assess(grpc_common: types.ModuleType) -> dict[str, Optional[str]]:
+def assess(grpc_common: types.ModuleType) -> dict[str, str | None]:
     """For each function, why fastcommon must leave grpc's own in place, or None if it may replace it."""
-    verdicts: dict[str, Optional[str]] = {}
-    sources: dict[Any, Optional[str]] = {}
+    verdicts: dict[str, str | None] = {}
+    sources: dict[Any, str | None] = {}
     for name in NAMES:
         original = getattr(grpc_common, name)
         found = fingerprint(original, sources)
@@ -225,10 +226,9 @@ def assess(grpc_common: types.ModuleType) -> dict[str, Optional[str]]:
 def grpc_common() -> types.ModuleType:
     """grpc._common, imported; an ImportError that says so when grpcio is not installed."""
     try:
-        from grpc import _common
+        return importlib.import_module("grpc._common")
     except ImportError as exc:
         raise ImportError("fastcommon.patch() needs grpcio, which is not installed: pip install grpcio") from exc
-    return _common
 
 
 def grpcio_version() -> str:
@@ -281,7 +281,7 @@ def original(name: str) -> Callable[..., Any]:
     return _installed[name][0]
 
 
-def is_patched(name: Optional[str] = None) -> bool:
+def is_patched(name: str | None = None) -> bool:
     """Tell whether fastcommon has replaced any of grpc._common's functions, or the one named."""
     return bool(_installed) if name is None else name in _installed
 

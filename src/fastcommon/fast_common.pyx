@@ -1,4 +1,4 @@
-# cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True
+# cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
 # binding=False and always_allow_keywords=False make encode/decode plain builtin
 # METH_O functions, the calls CPython 3.11+ specializes (CALL_BUILTIN_O).
 """Compiled twin of fastcommon.common: the same four functions, exact str/bytes on the C-API route."""
