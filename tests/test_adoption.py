@@ -109,6 +109,16 @@ def test_grpc_is_patched_when_the_program_imports_it(program):
     assert lines_of(result) == [{"label": "main", "pid": lines_of(result)[0]["pid"], "patched": PATCHED}]
 
 
+def test_a_program_that_calls_patch_itself_gets_grpc_patched_once(program):
+    # Its patch() imports grpc, whose import patches grpc from inside that call: no deadlock, no second patch.
+    result = program("""
+        import json, fastcommon
+        replaced = fastcommon.patch()
+        print(json.dumps({"replaced": list(replaced), "patched": fastcommon.is_patched()}))
+    """)
+    assert lines_of(result) == [{"replaced": [], "patched": True}]
+
+
 @pytest.mark.parametrize("method", START_METHODS)
 def test_multiprocessing_workers_are_patched_and_make_real_rpcs(program, stubs, server_address, method):
     stubs_dir = os.path.dirname(stubs[0].__file__)

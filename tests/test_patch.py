@@ -96,7 +96,9 @@ def test_unpatch_leaves_a_later_patch_by_someone_else_alone(monkeypatch):
         grpc_common.encode = GRPC_ORACLE["encode"]
 
 
-def test_probing_leaves_no_log_records(caplog):
+@pytest.mark.parametrize("log_threads", [True, False])
+def test_probing_leaves_no_log_records(caplog, monkeypatch, log_threads):
+    monkeypatch.setattr(logging, "logThreads", log_threads)  # False: records carry no thread id
     caplog.set_level(logging.DEBUG)
     with fastcommon.patched():
         pass

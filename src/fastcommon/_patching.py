@@ -60,7 +60,7 @@ def source(function: Any) -> str | None:
         node = ast.parse("".join(lines[first:end])).body[0]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
             return "".join(lines[first : first + node.end_lineno])
-    except (AttributeError, SyntaxError, IndexError):
+    except (AttributeError, SyntaxError, ValueError, IndexError):
         pass
     try:
         return inspect.getsource(function)
@@ -155,7 +155,8 @@ class _ProbeRecords(logging.Filter):
         self.records: list[tuple[Any, ...]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.thread != self.thread:
+        # A filter runs in the thread that logs (record.thread is None under logging.logThreads = False).
+        if threading.get_ident() != self.thread:
             return True
         exc = record.exc_info[1] if record.exc_info else None
         self.records.append((record.levelno, record.getMessage(), type(exc), str(exc)))
