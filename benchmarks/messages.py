@@ -2,7 +2,7 @@
 
 import importlib
 
-from benchmarks.timing import UNROLL, format_table, time_calls, time_transform_calls
+from benchmarks.timing import bench, format_table
 
 WAYS = ("bare", "grpc._common", "fastcommon")
 
@@ -30,18 +30,9 @@ def run(runner, echo):
             ("deserialize", "deserialize", data, echo.FromString),
         ):
             name = f"{direction} {label}"
-            benches[f"{name} | bare"] = runner.bench_time_func(
-                f"{name} | bare", time_calls, transformer, payload, inner_loops=UNROLL
-            )
+            bench(runner, benches, f"{name} | bare", transformer, payload)
             for way, module in wrappers.items():
-                benches[f"{name} | {way}"] = runner.bench_time_func(
-                    f"{name} | {way}",
-                    time_transform_calls,
-                    getattr(module, function_name),
-                    payload,
-                    transformer,
-                    inner_loops=UNROLL,
-                )
+                bench(runner, benches, f"{name} | {way}", getattr(module, function_name), payload, transformer)
     return benches
 
 

@@ -58,6 +58,7 @@ def per_call_charts(results, directory, image_format):
             axis.bar_label(bars, fmt="%.0f", fontsize=7)
         axis.set_title(case)
         axis.set_xticks(range(len(labels)), labels, fontsize=8)
+        axis.set_xlabel("CPython", fontsize=8)
         axis.set_ylabel("ns per call")
     axes.flat[0].legend(fontsize=8)
     figure.suptitle("fastcommon against grpc._common: ns per call (pyperf, lower is better)")
@@ -118,5 +119,5 @@ def main(argv):
     for path in args.results:
         suite = pyperf.BenchmarkSuite.load(path)
         version = suite.get_benchmarks()[0].get_metadata().get("python_version", path).split()[0]
-        results[f"CPython {version}"] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
+        results[version] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
     print("\n".join(per_call_charts(results, args.plot, args.plot_format)))

@@ -12,16 +12,7 @@ import tempfile
 import timeit
 
 from benchmarks import messages
-from benchmarks.timing import (
-    FLOOR,
-    IMPLEMENTATIONS,
-    METHOD,
-    UNROLL,
-    format_table,
-    instability_lines,
-    time_calls,
-    time_transform_calls,
-)
+from benchmarks.timing import FLOOR, IMPLEMENTATIONS, METHOD, bench, format_table, instability_lines
 from grpc_echo import generate_stubs, import_stubs
 
 
@@ -134,9 +125,7 @@ def main(argv=None):
         if args.plot:
             from benchmarks import plot
 
-            print(
-                "\n".join(plot.per_call_charts({f"CPython {sys.version.split()[0]}": ns}, args.plot, args.plot_format))
-            )
+            print("\n".join(plot.per_call_charts({sys.version.split()[0]: ns}, args.plot, args.plot_format)))
 
 
 def run_per_call(runner, message_class, more_inputs):
@@ -145,12 +134,8 @@ def run_per_call(runner, message_class, more_inputs):
     for label, function_name, argument in conversion_cases(more_inputs):
         labels.append(label)
         for name, module in modules.items():
-            benches[f"{label} | {name}"] = runner.bench_time_func(
-                f"{label} | {name}", time_calls, getattr(module, function_name), argument, inner_loops=UNROLL
-            )
-        benches[f"{label} | {FLOOR}"] = runner.bench_time_func(
-            f"{label} | {FLOOR}", time_calls, callable, argument, inner_loops=UNROLL
-        )
+            bench(runner, benches, f"{label} | {name}", getattr(module, function_name), argument)
+        bench(runner, benches, f"{label} | {FLOOR}", callable, argument)
     message = small_message(message_class)
     for label, function_name, payload, transformer in (
         ("serialize Echo message", "serialize", message, message_class.SerializeToString),
@@ -158,12 +143,5 @@ def run_per_call(runner, message_class, more_inputs):
     ):
         labels.append(label)
         for name, module in modules.items():
-            benches[f"{label} | {name}"] = runner.bench_time_func(
-                f"{label} | {name}",
-                time_transform_calls,
-                getattr(module, function_name),
-                payload,
-                transformer,
-                inner_loops=UNROLL,
-            )
+            bench(runner, benches, f"{label} | {name}", getattr(module, function_name), payload, transformer)
     return benches, labels

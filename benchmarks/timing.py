@@ -29,6 +29,12 @@ def time_transform_calls(loops, function, message, transformer):
     return time.perf_counter() - start
 
 
+def bench(runner, benches, name, function, *args):
+    """Time ``function(*args)`` (one argument, or a message and its transformer) with pyperf as ``name``."""
+    timed = time_calls if len(args) == 1 else time_transform_calls
+    benches[name] = runner.bench_time_func(name, timed, function, *args, inner_loops=UNROLL)
+
+
 def mean_and_ci95(values):
     """Mean and half-width of its 95% confidence interval (Student's t)."""
     n = len(values)
