@@ -37,7 +37,7 @@ class OptionalBuildExt(build_ext):
             print(
                 f"{banner}\nWARNING: the fastcommon C extension could not be built:\n  {message}\n"
                 "fastcommon is installed as pure Python (correct, but slower).\n"
-                "Install a C compiler and reinstall for the compiled version.\n{banner}",
+                f"Install a C compiler and reinstall for the compiled version.\n{banner}",
                 file=sys.stderr,
             )
             os.makedirs(os.path.dirname(record), exist_ok=True)
