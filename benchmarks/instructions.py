@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 
-METHOD = "/grpc.testing.BenchmarkService/UnaryCall"
-IMPLEMENTATIONS = ("grpc._common", "fastcommon.common", "fastcommon.fast_common")
+from timing import IMPLEMENTATIONS, METHOD  # run as a script: its folder is on sys.path
+
 CASES = (  # label, function name, input
     ("encode(str)", "encode", METHOD),
     ("encode(bytes)", "encode", METHOD.encode()),
