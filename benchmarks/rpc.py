@@ -12,15 +12,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import timeit
 
 from benchmarks.suite import small_message
 from benchmarks.timing import METHOD, format_table, mean_and_ci95
+from fastcommon._adoption import ns_per_call
+from fastcommon._patching import NAMES
 from grpc_echo import aio_echo_server, counting_calls, echo_server, generate_stubs, import_stubs
 
 RPC_KINDS = ("sync unary", "sync server-stream (10 replies)", "aio unary")
 STREAM_LENGTH = 10
-NAMES = ("encode", "decode", "serialize", "deserialize")
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 
 
@@ -148,14 +148,8 @@ def per_call_costs_ns(stubs_dir):
         "deserialize": (message.SerializeToString(), pb2.Echo.FromString),
     }
     n = 200_000
-
-    def best(function, args):  # the call as grpc makes it, compiled into timeit's own loop: no lambda in between
-        names = ("a", "b")[: len(args)]
-        timer = timeit.Timer(f"f({', '.join(names)})", globals={"f": function, **dict(zip(names, args))})
-        return min(timer.repeat(number=n, repeat=5)) / n * 1e9
-
     return {
-        name: (best(getattr(_common, name), args), best(getattr(fastcommon, name), args))
+        name: (ns_per_call(getattr(_common, name), args, n), ns_per_call(getattr(fastcommon, name), args, n))
         for name, args in calls.items()
     }
 

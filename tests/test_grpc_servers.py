@@ -14,7 +14,7 @@ from grpc import _common as grpc_common
 from helpers import captured_grpc_records
 
 import fastcommon
-from grpc_echo import ABORT_DETAILS, GENERIC_METHOD, aio_echo_server, counting_calls, run_one_of_each
+from grpc_echo import ABORT_DETAILS, CONVERSIONS, GENERIC_METHOD, aio_echo_server, counting_calls, run_one_of_each
 
 pytestmark = pytest.mark.usefixtures("patched_grpc")
 
@@ -250,5 +250,5 @@ def test_rpcs_pass_on_a_grpc_with_a_made_up_change(stubs, channel, monkeypatch, 
     monkeypatch.setattr(grpc_common, name, MADE_UP_CHANGES[name])
     warned = pytest.warns(fastcommon.FastcommonWarning, match=f"grpc._common.{name} ")
     with warned, fastcommon.patched() as replaced:
-        assert replaced == tuple(n for n in ("encode", "decode", "serialize", "deserialize") if n != name)
+        assert replaced == tuple(n for n in CONVERSIONS if n != name)
         rpcs_pass(pb2, pb2_grpc, channel)
