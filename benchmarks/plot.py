@@ -38,8 +38,8 @@ def pyplot():
     return matplotlib.pyplot
 
 
-def per_call_charts(results, directory, image_format):
-    """Write ns per call for each case, one group of bars per result ({label: {benchmark name: ns}}); return paths."""
+def per_call_chart(results, directory, image_format):
+    """Write ns per call per case, a group of bars per result ({label: {benchmark: ns}}); return what it wrote."""
     plt = pyplot()
     labels = list(results)
     figure, axes = plt.subplots(2, 3, figsize=(13, 7), constrained_layout=True)
@@ -62,7 +62,7 @@ def per_call_charts(results, directory, image_format):
         axis.set_ylabel("ns per call")
     axes.flat[0].legend(fontsize=8)
     figure.suptitle("fastcommon against grpc._common: ns per call (pyperf, lower is better)")
-    return [save(figure, directory, "per_call", image_format)]
+    return save(figure, directory, "per_call", image_format)
 
 
 def per_rpc_chart(breakdown, directory, image_format):
@@ -120,4 +120,4 @@ def main(argv):
         suite = pyperf.BenchmarkSuite.load(path)
         version = suite.get_benchmarks()[0].get_metadata().get("python_version", path).split()[0]
         results[version] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
-    print("\n".join(per_call_charts(results, args.plot, args.plot_format)))
+    print(per_call_chart(results, args.plot, args.plot_format))

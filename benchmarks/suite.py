@@ -125,7 +125,7 @@ def main(argv=None):
         if args.plot:
             from benchmarks import plot
 
-            print("\n".join(plot.per_call_charts({sys.version.split()[0]: ns}, args.plot, args.plot_format)))
+            print(plot.per_call_chart({sys.version.split()[0]: ns}, args.plot, args.plot_format))
 
 
 def run_per_call(runner, message_class, more_inputs):
