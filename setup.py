@@ -1,19 +1,24 @@
 """Build fastcommon: the Cython extension when it can, pure Python when it cannot.
 
 FASTCOMMON_NO_EXTENSIONS=1        build pure Python on purpose (no Cython, no compiler).
-FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build is fatal (for CI and wheels).
+FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build, or an extension that does not import, is fatal
+                                  (for CI and wheels).
+FASTCOMMON_LIMITED_API=1          build for the Limited API of CPython 3.11: one abi3 wheel for every later
+                                  CPython, the fallback where no per-version wheel exists yet.
 Otherwise a failed compile leaves a pure-Python install, one warning banner, and a
 record of the error that ``import fastcommon`` turns into a runtime warning (pip
 hides build output). Both record files are read by fastcommon/__init__.py.
 """
 
 import os
+import subprocess
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
+LIMITED_API_VERSION = (3, 11)  # the oldest CPython the abi3 wheel installs on
 BUILD_ERROR_FILE = "_extension_build_error.txt"
 BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
 
@@ -46,6 +51,19 @@ class OptionalBuildExt(build_ext):
         else:
             if os.path.exists(record):
                 os.remove(record)
+            if flag("FASTCOMMON_REQUIRE_EXTENSIONS"):
+                check_that_it_imports(self.get_ext_fullpath(ext.name))
+
+
+def check_that_it_imports(path):
+    """Load the built extension in a fresh interpreter: a module that compiles but does not import is an error."""
+    code = (
+        "import importlib.util, sys; "
+        "spec = importlib.util.spec_from_file_location('fastcommon.fast_common', sys.argv[1]); "
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))"
+    )
+    if subprocess.run([sys.executable, "-c", code, path]).returncode != 0:
+        raise RuntimeError(f"the built extension {path} does not import (FASTCOMMON_REQUIRE_EXTENSIONS=1)")
 
 
 class BuildPyRecordingPurpose(build_py):
@@ -63,7 +81,37 @@ def extensions():
         return []
     from Cython.Build import cythonize
 
-    return cythonize([Extension("fastcommon.fast_common", ["src/fastcommon/fast_common.pyx"])])
+    macros = []
+    if flag("FASTCOMMON_LIMITED_API"):
+        version = "0x{:02X}{:02X}0000".format(*LIMITED_API_VERSION)
+        macros = [("Py_LIMITED_API", version), ("CYTHON_LIMITED_API", "1")]
+    extension = Extension(
+        "fastcommon.fast_common",
+        ["fastcommon/fast_common.pyx"],
+        define_macros=macros,
+        py_limited_api=bool(macros),
+    )
+    # Cythonized from src/, so that tracebacks name fastcommon/fast_common.pyx: a path relative to the
+    # package's parent, which linecache finds along sys.path, as the .pyx ships in the package.
+    here = os.getcwd()
+    os.chdir("src")
+    try:
+        modules = cythonize([extension])
+    finally:
+        os.chdir(here)
+    for module in modules:
+        module.sources = [os.path.join("src", source) for source in module.sources]
+    return modules
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyRecordingPurpose})
+def options():
+    if flag("FASTCOMMON_LIMITED_API") and not flag("FASTCOMMON_NO_EXTENSIONS"):
+        return {"bdist_wheel": {"py_limited_api": "cp{}{}".format(*LIMITED_API_VERSION)}}
+    return {}
+
+
+setup(
+    ext_modules=extensions(),
+    options=options(),
+    cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyRecordingPurpose},
+)

@@ -24,6 +24,10 @@ except ImportError:
     from fastcommon import common as _oracle_module
 
 GRPC_ORACLE = {name: getattr(_oracle_module, name) for name in ("encode", "decode", "serialize", "deserialize")}
+if _oracle_module.__name__ == "grpc._common":
+    from grpc._cython import cygrpc
+
+    GRPC_METADATUM = cygrpc._Metadatum  # grpc's metadata entry class, taken before any test can patch it
 NEEDS_GRPCIO = "grpcio is not installed here (FASTCOMMON_TESTS_WITHOUT_GRPCIO=1)"
 
 hypothesis.settings.register_profile("dev", max_examples=300, deadline=None)
@@ -31,6 +35,22 @@ hypothesis.settings.register_profile("ci", max_examples=5000, deadline=None, pri
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 REQUIRE_EXTENSIONS = os.environ.get("FASTCOMMON_REQUIRE_EXTENSIONS", "") not in ("", "0")
+
+FUNCTIONS = ("encode", "decode", "serialize", "deserialize")
+
+
+def abi3_build():
+    """Whether the compiled module is a Limited API (abi3) build, by its file name."""
+    import fastcommon
+
+    return fastcommon.IMPLEMENTATION == "cython" and ".abi3." in os.path.basename(fastcommon.fast_common.__file__)
+
+
+def expected_patch():
+    """What patch() replaces on stock grpc, from the build's facts: a per-version compiled build adds _Metadatum."""
+    import fastcommon
+
+    return FUNCTIONS + (("_Metadatum",) if fastcommon.IMPLEMENTATION == "cython" and not abi3_build() else ())
 
 
 def pytest_report_header():

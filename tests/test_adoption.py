@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import NEEDS_GRPCIO
+from conftest import NEEDS_GRPCIO, expected_patch
 
 pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -32,7 +32,7 @@ def say_patched(label):
     names = [name for name in NAMES if fastcommon.is_patched(name)]
     return json.dumps({"label": label, "pid": os.getpid(), "patched": names})
 """
-PATCHED = ["encode", "decode", "serialize", "deserialize"]  # what the tests expect, written out
+PATCHED = list(expected_patch())  # what the tests expect, written out in conftest
 
 REPORT_BLOCK = re.compile(
     r"fastcommon --report, process (?P<pid>\d+) \((?P<implementation>\w+)\): grpc patched \((?P<names>[^)]*)\)\n"
@@ -77,14 +77,27 @@ def lines_of(result):
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
-def test_nothing_is_imported_before_the_program_imports_it(program):
+@pytest.mark.parametrize("pythons_own", [False, True], ids=["no-sitecustomize", "a-sitecustomize-of-its-own"])
+def test_nothing_is_imported_before_the_program_imports_it(program, tmp_path, pythons_own):
+    # Debian's and Ubuntu's Pythons have a sitecustomize of their own; so may the Python running this.
+    env = None
+    if pythons_own:
+        (tmp_path / "system").mkdir()
+        (tmp_path / "system" / "sitecustomize.py").write_text("import json, sys\nsys.system_sitecustomize = 1\n")
+        env = {"PYTHONPATH": os.pathsep.join([PROJECT_DIR, str(tmp_path / "system")])}
     source = """
-        import sys
+        import json, sys
         assert "grpc" not in sys.modules and "fastcommon" not in sys.modules
-        print(sorted(sys.modules))
+        print(json.dumps({"modules": sorted(sys.modules), "sitecustomize": sys.modules["sitecustomize"].__file__
+                          if "sitecustomize" in sys.modules else None}))
     """
-    plain, adopted = program(source, fastcommon_run=False), program(source)
-    assert set(eval(adopted.stdout)) - set(eval(plain.stdout)) == {"sitecustomize"}  # the bootstrap itself
+    plain, adopted = (json.loads(program(source, fastcommon_run=run, env=env).stdout) for run in (False, True))
+    if plain["sitecustomize"] is None:  # adoption added its bootstrap, and nothing else
+        assert set(adopted["modules"]) - set(plain["modules"]) == {"sitecustomize"}
+        assert adopted["sitecustomize"] == os.path.join(_adoption.BOOTSTRAP_DIR, "sitecustomize.py")
+    else:  # the Python's own ran, and is the sitecustomize the program sees; adoption added nothing
+        assert adopted["modules"] == plain["modules"] and adopted["sitecustomize"] == plain["sitecustomize"]
+    assert pythons_own is False or plain["sitecustomize"] == str(tmp_path / "system" / "sitecustomize.py")
 
 
 def test_a_program_that_never_imports_grpc_never_loads_it(program):
@@ -311,15 +324,19 @@ def test_report_counts_match_a_known_workload(program, stubs, channel, server_ad
     }
 
 
-def test_report_block_reads_as_documented(monkeypatch):
+@pytest.mark.parametrize("metadatum", [True, False], ids=["all", "metadatum-left-to-grpc"])
+def test_report_block_reads_as_documented(monkeypatch, metadatum):
     report = _adoption.Report()
-    report.originals = {name: getattr(fastcommon.common, name) for name in PATCHED}
     monkeypatch.setattr(report, "per_call_saving_ns", lambda name: {"decode": 40.0, "serialize": 30.0}[name])
-    text = report.text({"encode": 0, "decode": 2000, "serialize": 1000, "deserialize": 0}, cpu_seconds=1.0)
+    calls = {"encode": 0, "decode": 2000, "serialize": 1000, "deserialize": 0}
+    if metadatum:
+        calls["_Metadatum"] = 0
+    text = report.text(calls, cpu_seconds=1.0)
+    left = "" if metadatum else "; left to grpc: _Metadatum"
     assert text == (
         f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): "
-        "grpc patched (encode, decode, serialize, deserialize)\n"
-        "  calls: encode 0, decode 2,000, serialize 1,000, deserialize 0\n"
+        f"grpc patched (encode, decode, serialize, deserialize{', _Metadatum' if metadatum else ''}{left})\n"
+        f"  calls: encode 0, decode 2,000, serialize 1,000, deserialize 0{', _Metadatum 0' if metadatum else ''}\n"
         "  saved: 0.110 ms = 0.011% of this process's 1.000 s CPU"
         " (per call, timed at exit: decode 40 ns, serialize 30 ns)\n"
     )

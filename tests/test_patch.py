@@ -1,6 +1,7 @@
 """fastcommon.patch() and its gate: what it replaces, function by function, what it leaves to grpc, and undo."""
 
 import logging
+import subprocess
 import sys
 import threading
 import warnings
@@ -11,20 +12,24 @@ from conftest import NEEDS_GRPCIO
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 from changed_grpc import MADE_UP_CHANGES, decode_with_an_unprobed_branch, zero_copy_deserialize
-from conftest import GRPC_ORACLE
+from conftest import FUNCTIONS, GRPC_METADATUM, GRPC_ORACLE, expected_patch
 from grpc import _common as grpc_common
+from grpc._cython import cygrpc
 from helpers import captured_grpc_records
 
 import fastcommon
 from fastcommon import _patching
 
-NAMES = ("encode", "decode", "serialize", "deserialize")
+NAMES = FUNCTIONS  # grpc._common's; the metadata entry class has tests of its own (test_metadatum.py)
+PATCHED = expected_patch()
+METADATUM_TOO = PATCHED[len(FUNCTIONS) :]  # ("_Metadatum",) where this build offers it
 
 
 def assert_stock():
     assert not fastcommon.is_patched()
     for name in NAMES:
         assert getattr(grpc_common, name) is GRPC_ORACLE[name]
+    assert cygrpc._Metadatum is GRPC_METADATUM
 
 
 def trust(monkeypatch, name, function):
@@ -44,21 +49,29 @@ def patch_expecting_one_warning():
 
 def test_patch_replaces_and_unpatch_restores_the_exact_originals():
     assert_stock()
-    assert fastcommon.patch() == NAMES
-    assert fastcommon.is_patched() and all(fastcommon.is_patched(name) for name in NAMES)
+    assert fastcommon.patch() == PATCHED
+    assert fastcommon.is_patched() and all(fastcommon.is_patched(name) for name in PATCHED)
     for name in NAMES:
         assert getattr(grpc_common, name) is getattr(fastcommon, name)
+    if METADATUM_TOO:
+        assert cygrpc._Metadatum is fastcommon.fast_common.new_metadatum
     assert fastcommon.patch() == ()  # a second call changes nothing
-    assert fastcommon.unpatch() == NAMES
+    assert fastcommon.unpatch() == PATCHED
     assert_stock()
     assert fastcommon.unpatch() == ()
+
+
+@pytest.mark.parametrize("name", ["bogus", "Metadatum", "", "ENCODE"])
+def test_is_patched_refuses_a_name_it_does_not_patch(name):
+    with pytest.raises(ValueError, match=r"fastcommon patches no .*; it patches encode, decode, serialize, deserialize"):
+        fastcommon.is_patched(name)
 
 
 def test_patch_issues_no_warning_on_stock_grpc():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with fastcommon.patched() as replaced:
-            assert replaced == NAMES
+            assert replaced == PATCHED
 
 
 def test_the_installed_grpcio_is_one_the_gate_knows():
@@ -72,7 +85,7 @@ def test_the_installed_grpcio_is_one_the_gate_knows():
 
 def test_patched_context_manager_undoes_only_its_own_patch():
     with fastcommon.patched() as replaced:
-        assert replaced == NAMES and grpc_common.encode is fastcommon.encode
+        assert replaced == PATCHED and grpc_common.encode is fastcommon.encode
         with fastcommon.patched() as inner:
             assert inner == ()
         assert fastcommon.is_patched()  # the inner block patched nothing, so it undid nothing
@@ -90,7 +103,7 @@ def test_unpatch_leaves_a_later_patch_by_someone_else_alone(monkeypatch):
     theirs = lambda s: s  # noqa: E731
     grpc_common.encode = theirs
     try:
-        assert fastcommon.unpatch() == ("decode", "serialize", "deserialize")
+        assert fastcommon.unpatch() == ("decode", "serialize", "deserialize", *METADATUM_TOO)
         assert grpc_common.encode is theirs and not fastcommon.is_patched()
     finally:
         grpc_common.encode = GRPC_ORACLE["encode"]
@@ -137,15 +150,18 @@ def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
 def test_zero_copy_deserialize_is_left_to_grpc_and_the_rest_replaced(monkeypatch):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     replaced, message = patch_expecting_one_warning()
-    assert replaced == ("encode", "decode", "serialize")
-    assert "grpc._common.deserialize" in message and f"grpcio {grpc.__version__}" in message
-    assert "encode" not in message.split("replaced")[0]
+    assert replaced == ("encode", "decode", "serialize", *METADATUM_TOO)
+    assert message == (
+        "fastcommon leaves grpc._common.deserialize (its code is not one fastcommon's suite ran against) to grpc "
+        f"on grpcio {grpc.__version__}; fastcommon's suite ran against grpcio 1.62.3, 1.73.1, 1.80.1, 1.85.1 "
+        "(python -m fastcommon check)"
+    )
     assert grpc_common.deserialize is zero_copy_deserialize and not fastcommon.is_patched("deserialize")
-    for name in replaced:
+    for name in replaced[: len(NAMES) - 1]:  # the functions; _Metadatum is in cygrpc
         assert getattr(grpc_common, name) is getattr(fastcommon, name) and fastcommon.is_patched(name)
     assert fastcommon.unpatch() == replaced
     assert grpc_common.deserialize is zero_copy_deserialize
-    for name in replaced:
+    for name in replaced[: len(NAMES) - 1]:  # the functions; _Metadatum is in cygrpc
         assert getattr(grpc_common, name) is GRPC_ORACLE[name]
 
 
@@ -169,7 +185,7 @@ def test_the_probes_alone_catch_zero_copy_deserialize(monkeypatch):
     trust(monkeypatch, "deserialize", zero_copy_deserialize)
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     replaced, message = patch_expecting_one_warning()
-    assert replaced == ("encode", "decode", "serialize")
+    assert replaced == ("encode", "decode", "serialize", *METADATUM_TOO)
     assert "grpc._common.deserialize (it differs on a probe: deserialize(memoryview" in message
     fastcommon.unpatch()
 
@@ -182,9 +198,9 @@ def test_a_made_up_change_to_one_function_leaves_exactly_that_one(monkeypatch, n
         trust(monkeypatch, name, changed)
     monkeypatch.setattr(grpc_common, name, changed)
     replaced, message = patch_expecting_one_warning()
-    assert replaced == tuple(n for n in NAMES if n != name)
-    reason = "is not one fastcommon was tested against" if gate == "fingerprint" else "it differs on a probe"
-    assert f"grpc._common.{name} (" in message and reason in message and f"grpcio {grpc.__version__}" in message
+    assert replaced == tuple(n for n in PATCHED if n != name)
+    reason = "its code is not one fastcommon's suite ran against" if gate == "fingerprint" else "it differs on a probe"
+    assert f"grpc._common.{name} ({reason}" in message and f"grpcio {grpc.__version__}" in message
     assert getattr(grpc_common, name) is changed
     fastcommon.unpatch()
     assert getattr(grpc_common, name) is changed
@@ -196,8 +212,8 @@ def test_two_changed_functions_give_one_warning_naming_both(monkeypatch):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
     replaced, message = patch_expecting_one_warning()
-    assert replaced == ("decode", "serialize")
-    assert "grpc._common.encode (" in message and "grpc._common.deserialize (" in message
+    assert replaced == ("decode", "serialize", *METADATUM_TOO)
+    assert "leaves grpc._common.encode (" in message and "; grpc._common.deserialize (" in message
     fastcommon.unpatch()
 
 
@@ -207,7 +223,7 @@ def test_only_the_fingerprint_sees_a_change_no_probe_exercises(monkeypatch):
     assert _patching._first_difference(name, changed, fastcommon.decode) is None  # ... that every probe misses
     monkeypatch.setattr(grpc_common, name, changed)
     replaced, message = patch_expecting_one_warning()
-    assert "decode" not in replaced and "grpc._common.decode (its code (fingerprint" in message
+    assert "decode" not in replaced and "grpc._common.decode (its code is not one" in message
     fastcommon.unpatch()
 
 
@@ -259,19 +275,60 @@ def test_what_the_transformer_is_handed_and_how_failure_is_handled_are_compared(
     assert _patching._first_difference(name, changed, getattr(fastcommon, name)) is not None
 
 
-def test_info_command_says_which_functions_are_fastcommons(monkeypatch, capsys):
-    from fastcommon.__main__ import show_info
+def status_lines(capsys):
+    """The lines of `python -m fastcommon` about what patch() does, by the name they start with."""
+    from fastcommon.__main__ import show_status
+
+    show_status()
+    return {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("grpc.")}
+
+
+def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch, capsys):
+    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
+    lines = status_lines(capsys)
+    assert sorted(lines) == sorted([*(f"grpc._common.{name}" for name in NAMES), "grpc._cython.cygrpc._Metadatum"])
+    replaces = "patch() replaces it"
+    if fastcommon.IMPLEMENTATION == "python":
+        replaces += ", which buys nothing: fastcommon runs pure Python here"
+    encode = _patching.fingerprint(GRPC_ORACLE["encode"])
+    assert lines["grpc._common.encode"].split() == ["grpc._common.encode", "fingerprint", encode, *replaces.split()]
+    changed = _patching.fingerprint(zero_copy_deserialize)
+    assert lines["grpc._common.deserialize"].count(changed) == 1
+    assert lines["grpc._common.deserialize"].endswith(
+        "patch() leaves grpc's own: its code is not one fastcommon's suite ran against"
+    )
+    with pytest.warns(fastcommon.FastcommonWarning), fastcommon.patched():
+        lines = status_lines(capsys)
+    decode = _patching.fingerprint(GRPC_ORACLE["decode"])
+    assert lines["grpc._common.decode"].split()[1:3] == ["fingerprint", decode]
+    assert lines["grpc._common.decode"].endswith("fastcommon's, patched in this process")
+    assert "patch() leaves grpc's own" in lines["grpc._common.deserialize"]
+
+
+def test_check_passes_on_stock_grpc_with_the_compiled_module():
+    result = subprocess.run([sys.executable, "-m", "fastcommon", "check"], capture_output=True, text=True, timeout=60)
+    if fastcommon.IMPLEMENTATION == "python":
+        assert result.returncode == 1
+        assert result.stdout.startswith("fastcommon check: fastcommon runs pure Python, which buys nothing: ")
+    else:
+        assert (result.returncode, result.stdout) == (
+            0,
+            f"fastcommon check: patch() replaces {', '.join(PATCHED)} on grpcio {grpc.__version__}\n",
+        )
+
+
+def test_check_fails_with_a_line_per_function_left_to_grpc(monkeypatch, capsys):
+    from fastcommon.__main__ import check
 
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    show_info()
+    monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
+    assert check() == 1
     lines = capsys.readouterr().out.splitlines()
-    assert (
-        f"grpc._common.encode: patch() replaces it; fingerprint {_patching.fingerprint(GRPC_ORACLE['encode'])}" in lines
-    )
-    [deserialize] = [line for line in lines if line.startswith("grpc._common.deserialize: ")]
-    assert deserialize.startswith("grpc._common.deserialize: patch() leaves grpc's own: its code (fingerprint ")
-    with pytest.warns(fastcommon.FastcommonWarning), fastcommon.patched():
-        show_info()
-    lines = capsys.readouterr().out.splitlines()
-    assert "grpc._common.decode: fastcommon's, patched in this process" in lines
-    assert any(line.startswith("grpc._common.deserialize: patch() leaves grpc's own") for line in lines)
+    if fastcommon.IMPLEMENTATION == "python":
+        lines.pop(0)  # that it buys nothing, first
+    assert lines == [
+        "fastcommon check: grpc._common.encode stays grpc's: its code is not one fastcommon's suite ran against",
+        "fastcommon check: grpc._common.deserialize stays grpc's: its code is not one fastcommon's suite ran against",
+        f"fastcommon check: (grpcio {grpc.__version__}; fastcommon's suite ran against grpcio "
+        "1.62.3, 1.73.1, 1.80.1, 1.85.1)",
+    ]

@@ -3,20 +3,13 @@
     import fastcommon
     fastcommon.patch()   # grpc now converts through fastcommon
 
-``encode``, ``decode``, ``serialize`` and ``deserialize`` come from the compiled
-module when it imports, else from the pure-Python reference ``fastcommon.common``;
-``IMPLEMENTATION`` says which actually loaded ("cython" or "python") and
-``PURE_PYTHON_REASON`` why it is pure Python (None when it is not).
+encode, decode, serialize and deserialize come from the compiled module when it imports,
+else from the pure-Python reference fastcommon.common; IMPLEMENTATION says which actually
+loaded ("cython" or "python") and PURE_PYTHON_REASON why it is pure Python (None when it is not).
 """
 
-from __future__ import annotations
-
-import importlib
-import os
-import types
-import warnings
-
-from . import common
+from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning, chosen
+from ._patching import is_patched, patch, patched, unpatch
 
 __version__ = "0.1.0"
 
@@ -34,69 +27,7 @@ __all__ = [
     "unpatch",
 ]
 
-# Written by setup.py into the package: the extension failed to compile, or was not wanted.
-_BUILD_ERROR_FILE = "_extension_build_error.txt"
-_BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
-
-
-class FastcommonWarning(RuntimeWarning):
-    """A compiled module that did not load, or a grpcio that fastcommon will not patch."""
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
-
-
-def _read_record(package_dir: str, name: str) -> str | None:
-    try:
-        with open(os.path.join(package_dir, name), encoding="utf-8") as file:
-            return file.read().strip()
-    except OSError:
-        return None
-
-
-def _why_compiled_module_is_absent() -> tuple[str, bool]:
-    """The reason the extension file is missing, and whether the user should be warned."""
-    package_dir = os.path.dirname(__file__)
-    on_purpose = _read_record(package_dir, _BUILT_WITHOUT_EXTENSIONS_FILE)
-    if on_purpose is not None:
-        return f"installed without extensions on purpose ({on_purpose})", False
-    build_error = _read_record(package_dir, _BUILD_ERROR_FILE)
-    if build_error is not None:
-        return f"the extension failed to build at install: {build_error}", True
-    builds = sorted(f for f in os.listdir(package_dir) if f.startswith("fast_common.") and f.endswith((".so", ".pyd")))
-    if builds:
-        return f"the extension was built for another Python ({', '.join(builds)})", True
-    return "the extension is missing from the installation", True
-
-
-def _load_implementation() -> tuple[types.ModuleType, str | None]:
-    """Return the module to use and, when it is the pure one, why."""
-    if _env_flag("FASTCOMMON_PURE_PYTHON"):
-        return common, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}"
-    try:
-        fast_common = importlib.import_module(f"{__name__}.fast_common")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.fast_common":
-            reason, warn = f"the extension failed to import: {exc!r}", True
-        else:
-            reason, warn = _why_compiled_module_is_absent()
-    except Exception as exc:  # a broken extension must never break `import fastcommon`
-        reason, warn = f"the extension failed to import: {exc!r}", True
-    else:
-        return fast_common, None
-    if warn:
-        warnings.warn(f"fastcommon is running pure Python: {reason}", FastcommonWarning, stacklevel=3)
-    return common, reason
-
-
-_implementation, PURE_PYTHON_REASON = _load_implementation()
-IMPLEMENTATION = "python" if _implementation is common else "cython"
-
-encode = _implementation.encode
-decode = _implementation.decode
-serialize = _implementation.serialize
-deserialize = _implementation.deserialize
-
-# Imported last: patching reads the functions chosen above.
-from ._patching import is_patched, patch, patched, unpatch  # noqa: E402
+encode = chosen.encode
+decode = chosen.decode
+serialize = chosen.serialize
+deserialize = chosen.deserialize

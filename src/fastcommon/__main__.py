@@ -1,9 +1,4 @@
-"""``python -m fastcommon``: what is installed; ``python -m fastcommon run``: a program with grpc patched.
-
-python -m fastcommon
-python -m fastcommon run [--report] app.py [args...]
-python -m fastcommon run [--report] -m package.module [args...]
-"""
+"""python -m fastcommon: what fastcommon does with the installed grpcio; check it; run a program with grpc patched."""
 
 from __future__ import annotations
 
@@ -17,61 +12,155 @@ from typing import NoReturn
 import fastcommon
 from fastcommon import _adoption, _patching
 
+DESCRIPTION = """\
+fastcommon compiles the conversions and metadata objects grpcio builds in Python on every RPC, and
+puts them into grpcio wherever grpcio's own behave identically. Without a command: what is
+installed, and what patch() does with the installed grpcio.
 
-def show_info() -> None:
-    """Print the version, the active implementation and why, the Python and grpcio versions, and the gate's verdicts."""
+examples:
+  python -m fastcommon
+  python -m fastcommon check
+  python -m fastcommon run server.py --port 50051
+  python -m fastcommon run -m mycompany.server --port 50051
+"""
+
+RUN_DESCRIPTION = """\
+Run a script or a module as plain python runs it (the same argv, __main__, exit status and
+signals), with grpc patched in it and in every Python process it starts that inherits its
+environment (multiprocessing workers, subprocess children), each when it imports grpc.
+
+fastcommon's options come first. Everything after the script, or after -m MODULE, is the
+program's, passed on verbatim: -h, --report, -m and -- included.
+
+examples:
+  python -m fastcommon run server.py --port 50051
+  python -m fastcommon run -m mycompany.server --port 50051
+  python -m fastcommon run --report -m pytest -q tests
+"""
+
+
+def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command's parser and its run subcommand's."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="python -m fastcommon", description=DESCRIPTION, formatter_class=formatter)
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="{check,run}")
+    commands.add_parser("check", help="exit 0 when patch() gives grpc all that fastcommon offers here; else 1, and why")
+    run_parser = commands.add_parser(
+        "run",
+        help="run a program with grpc patched in each of its processes",
+        description=RUN_DESCRIPTION,
+        formatter_class=formatter,
+        usage="python -m fastcommon run [-h] [--report] (script.py | -m MODULE) [args ...]",
+    )
+    run_parser.add_argument(
+        "--report", action="store_true", help="each patched process prints its calls and the time saved as it exits"
+    )
+    run_parser.add_argument("-m", metavar="MODULE", dest="module_help", help="run a module, as python -m does")
+    run_parser.add_argument("args", nargs="*", help="the script (unless -m) and the program's arguments")
+    return parser, run_parser
+
+
+def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
+    """fastcommon's own options, and the program as python takes it: [script, args...] or [-m, module, args...]."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return argv[:i], argv[i + 1 :]
+        if arg == "-m":
+            return argv[:i], argv[i:]
+        if arg.startswith("-m") and not arg.startswith("--"):  # -mpkg.mod, as python accepts it
+            return argv[:i], ["-m", arg[2:], *argv[i + 1 :]]
+        if not arg.startswith("-"):
+            return argv[:i], argv[i:]
+    return argv, []
+
+
+def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
+    """Run a script or module under plain python, with every Python process of it adopted."""
+    options, program = split_program(argv)
+    report = run_parser.parse_args(options).report
+    if sys.flags.ignore_environment or sys.flags.no_site:
+        run_parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
+    if not program:
+        run_parser.error("give a script or -m MODULE to run")
+    if program[0] == "-m":
+        if len(program) == 1:
+            run_parser.error("argument -m: expected one argument")
+        # Only the top-level name is looked up here: finding pkg.mod would import pkg in this process.
+        if importlib.util.find_spec(program[1].partition(".")[0]) is None:
+            run_parser.error(f"no module named {program[1]!r}")
+    elif not os.path.isfile(program[0]):
+        run_parser.error(f"can't open file {program[0]!r}: no such file")
+    _adoption.launch(program, report=report)
+
+
+def show_status() -> None:
+    """Print the version, the implementation and why, the Python and grpcio versions, and what patch() does."""
     print(f"fastcommon {fastcommon.__version__}")
     print(f"implementation: {fastcommon.IMPLEMENTATION}")
     if fastcommon.PURE_PYTHON_REASON:
         print(f"pure Python because: {fastcommon.PURE_PYTHON_REASON}")
     print(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable})")
     try:
-        grpc_common = _patching.grpc_common()
+        modules = _patching.grpc_modules()
     except ImportError:
         print("grpcio: not installed")
         return
-    print(f"grpcio: {_patching.grpcio_version()}")
-    verdicts = _patching.assess(grpc_common)
+    print(f"grpcio: {_patching.grpcio_version()} (fastcommon's suite ran against {', '.join(_patching.TESTED_GRPCIO)})")
+    verdicts = _patching.assess(modules)
+    width = max(len(f"{_patching.HOMES[name]}.{name}") for name in _patching.NAMES)
     for name in _patching.NAMES:
+        grpcs = _patching.original(name) if fastcommon.is_patched(name) else _patching.grpc_object(name)
+        found = _patching.fingerprint(grpcs) if name in _patching.FUNCTIONS else None
         if fastcommon.is_patched(name):
-            print(f"grpc._common.{name}: fastcommon's, patched in this process")
-            continue
-        verdict = "patch() replaces it" if verdicts[name] is None else f"patch() leaves grpc's own: {verdicts[name]}"
-        print(f"grpc._common.{name}: {verdict}; fingerprint {_patching.fingerprint(getattr(grpc_common, name))}")
+            verdict = "fastcommon's, patched in this process"
+        elif verdicts[name] is not None:
+            verdict = f"patch() leaves grpc's own: {verdicts[name]}"
+        elif fastcommon.IMPLEMENTATION == "python":
+            verdict = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
+        else:
+            verdict = "patch() replaces it"
+        print(f"{_patching.HOMES[name] + '.' + name:<{width}}  fingerprint {found or '-':<8}  {verdict}")
 
 
-def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> NoReturn:
-    """Run a script or module under plain python, with every Python process of it adopted."""
-    if sys.flags.ignore_environment or sys.flags.no_site:
-        parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
-    if args.module:
-        # Only the top-level name is looked up here: finding pkg.mod would import pkg in this process.
-        if importlib.util.find_spec(args.module.partition(".")[0]) is None:
-            parser.error(f"no module named {args.module!r}")
-        program = ["-m", args.module, *args.args]
-    else:
-        if not args.args:
-            parser.error("give a script or -m module to run")
-        if not os.path.isfile(args.args[0]):
-            parser.error(f"can't open file {args.args[0]!r}: no such file")
-        program = list(args.args)
-    _adoption.launch(program, report=args.report)
+def check() -> int:
+    """0 when patch() gives grpc everything fastcommon offers, compiled; else 1, with a line for each reason."""
+    try:
+        verdicts = _patching.assess()
+    except ImportError as exc:
+        print(f"fastcommon check: {exc}")
+        return 1
+    problems = [
+        f"{_patching.HOMES[name]}.{name} stays grpc's: {reason}"
+        for name, reason in verdicts.items()
+        if reason is not None and not _patching.not_offered(name)
+    ]
+    if problems:
+        tested = ", ".join(_patching.TESTED_GRPCIO)
+        problems.append(f"(grpcio {_patching.grpcio_version()}; fastcommon's suite ran against grpcio {tested})")
+    if fastcommon.PURE_PYTHON_REASON:
+        problems.insert(0, f"fastcommon runs pure Python, which buys nothing: {fastcommon.PURE_PYTHON_REASON}")
+    if problems:
+        print("\n".join(f"fastcommon check: {problem}" for problem in problems))
+        return 1
+    replaced = [name for name, reason in verdicts.items() if reason is None]
+    print(f"fastcommon check: patch() replaces {', '.join(replaced)} on grpcio {_patching.grpcio_version()}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fastcommon", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command")
-    run_parser = commands.add_parser("run", help="run a program with grpc patched in each of its Python processes")
-    run_parser.add_argument(
-        "--report", action="store_true", help="each patched process prints its calls and the time saved when it exits"
-    )
-    run_parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
-    run_parser.add_argument("args", nargs=argparse.REMAINDER, help="the script (unless -m) and its arguments")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        run(run_parser, args)
-    else:
-        show_info()
+    argv = sys.argv[1:] if argv is None else argv
+    parser, run_parser = parsers()
+    try:
+        if argv[:1] == ["run"]:
+            run(run_parser, argv[1:])
+        args = parser.parse_args(argv)
+        if args.command == "check":
+            sys.exit(check())
+        show_status()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `python -m fastcommon | head -1`: the reader has gone; end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ that environment (multiprocessing's spawn and forkserver workers, ``subprocess``
 Python); fork children inherit the parent's state. The bootstrap calls ``grpc_imported`` once a
 process has imported grpc: only then is fastcommon imported and grpc patched.
 
-With ``--report`` (FASTCOMMON_REPORT=1) the functions put into grpc count their calls, and each
-patched process prints one block on stderr as it exits. Without it nothing counts.
+With ``--report`` (FASTCOMMON_REPORT=1) what is put into grpc counts its calls, and each patched
+process prints one block on stderr as it exits. Without it nothing counts. The compiled module
+counts in C (its counted twins: no Python frame between grpc and fastcommon, a few instructions
+more per call); pure Python, which buys nothing to report, counts with a closure.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-import fastcommon
 from fastcommon import _patching
+from fastcommon._implementation import IMPLEMENTATION, FastcommonWarning, chosen
 
+# Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
+REPLACE_PROCESS = sys.platform != "win32"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
 REPORT_VARIABLE = "FASTCOMMON_REPORT"
 
@@ -48,10 +52,10 @@ def launch(program: list[str], report: bool) -> NoReturn:
     # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
     command = [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
     environ = environment(report)
-    if sys.platform != "win32":
+    if REPLACE_PROCESS:
         os.execve(sys.executable, command, environ)
-    # Windows has no exec that keeps the process: run the program as a child and pass on its status.
-    # Ctrl+C reaches the whole console, the child included; this process only waits for it.
+    # The program as a child, its status passed on. Ctrl+C reaches the whole console, the child
+    # included; this process only waits for it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(subprocess.call(command, env=environ))
 
@@ -62,9 +66,9 @@ def grpc_imported() -> None:
         if os.environ.get(REPORT_VARIABLE, "") not in ("", "0"):
             _REPORT.start()
         else:
-            fastcommon.patch()
+            _patching.patch()
     except Exception as exc:  # a failure here must not take the program down with it
-        warnings.warn(f"fastcommon could not patch grpc: {exc!r}", fastcommon.FastcommonWarning, stacklevel=2)
+        warnings.warn(f"fastcommon could not patch grpc: {exc!r}", FastcommonWarning, stacklevel=2)
 
 
 # The inputs on which the saving per call is timed when the report is printed: a gRPC method
@@ -75,6 +79,7 @@ CALIBRATION_CALLS = {
     "decode": (b"/grpc.testing.BenchmarkService/UnaryCall",),
     "serialize": (b"message", bytes),
     "deserialize": (b"message", bytes),
+    "_Metadatum": ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)"),
 }
 
 
@@ -83,21 +88,25 @@ def _calls_so_far(counter: itertools.count[int]) -> int:
 
 
 class Report:
-    """Calls through the functions fastcommon put into grpc, counted; printed when the process exits."""
+    """Calls through what fastcommon put into grpc, counted; printed when the process exits."""
 
     def __init__(self) -> None:
-        self.counters: dict[str, itertools.count[int]] = {}
+        self.counters: dict[str, itertools.count[int]] = {}  # pure Python's; the compiled module counts itself
+        self.names: tuple[str, ...] = ()
         self.originals: dict[str, Callable[..., Any]] = {}  # grpc's own, to time the saving against
         self.baseline: dict[str, int] = {}
         self.printed = False
 
     def counting(self, name: str) -> Callable[..., Any]:
-        """fastcommon's ``name`` with a call counter in front: ``next`` of an itertools.count is one atomic C call."""
-        function, counter = getattr(fastcommon, name), itertools.count()
+        """fastcommon's ``name``, counted: the compiled module's counted twin, or a closure in pure Python."""
+        ours = _patching.OURS[name]
+        if hasattr(chosen, f"counted_{ours}"):
+            return getattr(chosen, f"counted_{ours}")  # type: ignore[no-any-return]
+        function, counter = getattr(chosen, ours), itertools.count()
         self.counters[name] = counter
 
         def counted(*args: Any) -> Any:
-            next(counter)
+            next(counter)  # one atomic C call
             return function(*args)
 
         return counted
@@ -106,15 +115,23 @@ class Report:
         replaced = _patching.install(self.counting)
         if not replaced:
             return
+        self.names = replaced
         self.originals = {name: _patching.original(name) for name in replaced}
+        self.baseline = self.calls_so_far()  # the compiled counters may have counted before, in this process
         atexit.register(self.print)
         if hasattr(os, "register_at_fork"):  # not on Windows
             os.register_at_fork(after_in_child=self.forked)
         self.print_from_multiprocessing_children()
 
+    def calls_so_far(self) -> dict[str, int]:
+        if self.counters:
+            return {name: _calls_so_far(counter) for name, counter in self.counters.items()}
+        counted = chosen.calls()
+        return {name: int(counted[name]) for name in self.names}
+
     def forked(self) -> None:
         """In a fork child: count from here on, and print this process's own block."""
-        self.baseline = {name: _calls_so_far(counter) for name, counter in self.counters.items()}
+        self.baseline = self.calls_so_far()
         self.printed = False
         self.print_from_multiprocessing_children()
 
@@ -127,7 +144,7 @@ class Report:
             util.register_after_fork(self, Report.print_from_multiprocessing_children)
 
     def calls(self) -> dict[str, int]:
-        return {name: _calls_so_far(counter) - self.baseline.get(name, 0) for name, counter in self.counters.items()}
+        return {name: count - self.baseline.get(name, 0) for name, count in self.calls_so_far().items()}
 
     def print(self) -> None:
         if self.printed:
@@ -146,7 +163,7 @@ class Report:
         counted = ", ".join(f"{name} {count:,}" for name, count in calls.items())
         per_call = ", ".join(f"{name} {ns:.0f} ns" for name, ns in saving_ns.items()) or "-"
         return (
-            f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): grpc patched ({patched})\n"
+            f"fastcommon --report, process {os.getpid()} ({IMPLEMENTATION}): grpc patched ({patched})\n"
             f"  calls: {counted}\n"
             f"  saved: {saved * 1e3:.3f} ms = {share} of this process's {cpu_seconds:.3f} s CPU"
             f" (per call, timed at exit: {per_call})\n"
@@ -155,7 +172,7 @@ class Report:
     def per_call_saving_ns(self, name: str) -> float:
         """grpc's function's time per call minus fastcommon's, on CALIBRATION_CALLS; best of 5 runs of 2,000."""
         args = CALIBRATION_CALLS[name]
-        return ns_per_call(self.originals[name], args, 2000) - ns_per_call(getattr(fastcommon, name), args, 2000)
+        return ns_per_call(self.originals[name], args, 2000) - ns_per_call(getattr(chosen, _patching.OURS[name]), args, 2000)
 
 
 def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int, repeat: int = 5) -> float:

@@ -10,12 +10,19 @@ A grpc function is replaced only when it passes both:
    (de)serializer was handed.
 
 A function that fails either gate stays grpc's own, and one FastcommonWarning names it.
+
+grpc's metadata entry class, ``grpc._cython.cygrpc._Metadatum``, which grpc's Cython core calls for
+every metadata entry it receives, is replaced the same way by a compiled constructor of that very
+class: only when the class is the namedtuple the suite ran against and the objects built agree on
+every probe.
 """
 
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
+import gc
 import importlib
 import inspect
 import linecache
@@ -28,19 +35,26 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import fastcommon
+from . import common
+from ._implementation import FastcommonWarning, chosen
 
-NAMES = ("encode", "decode", "serialize", "deserialize")
+FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # grpc._common's
+METADATUM = "_Metadatum"  # grpc._cython.cygrpc's metadata entry class, which grpc's core calls per entry
+NAMES = (*FUNCTIONS, METADATUM)
+HOMES = {**dict.fromkeys(FUNCTIONS, "grpc._common"), METADATUM: "grpc._cython.cygrpc"}
+OURS = {**{name: name for name in FUNCTIONS}, METADATUM: "new_metadatum"}  # the attribute of the implementation
 
-# The fingerprints of grpc._common's functions in the grpcio releases the tests run against
-# (grpc removed an `else:` in 1.76: new source, same behaviour). `python -m fastcommon` prints
-# those of the installed grpcio; add one here only after the whole suite passes against it.
-KNOWN_FINGERPRINTS = {
-    "encode": {"710f6335": "grpcio 1.62.3, 1.73.1", "17a1c983": "grpcio 1.80.1, 1.85.1"},
-    "decode": {"db853f30": "grpcio 1.62.3, 1.73.1, 1.80.1, 1.85.1"},
-    "serialize": {"0ebf1e2d": "grpcio 1.62.3, 1.73.1", "aaa13f13": "grpcio 1.80.1, 1.85.1"},
-    "deserialize": {"581b882d": "grpcio 1.62.3, 1.73.1", "75deb5cd": "grpcio 1.80.1, 1.85.1"},
+# The fingerprints of grpc._common's functions in the grpcio releases the tests run against, and
+# those releases (grpc removed an `else:` in 1.76: new source, same behaviour). `python -m fastcommon`
+# prints those of the installed grpcio; add one here only after the whole suite passes against it.
+_OLDER, _NEWER = ("1.62.3", "1.73.1"), ("1.80.1", "1.85.1")
+KNOWN_FINGERPRINTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "encode": {"710f6335": _OLDER, "17a1c983": _NEWER},
+    "decode": {"db853f30": _OLDER + _NEWER},
+    "serialize": {"0ebf1e2d": _OLDER, "aaa13f13": _NEWER},
+    "deserialize": {"581b882d": _OLDER, "75deb5cd": _NEWER},
 }
+TESTED_GRPCIO = _OLDER + _NEWER  # what the gate's warning names
 
 _installed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # name -> (grpc's, ours)
 _lock = threading.Lock()
@@ -210,26 +224,119 @@ def _first_difference(name: str, original: Callable[..., Any], ours: Callable[..
     return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"
 
 
-def assess(grpc_common: types.ModuleType) -> dict[str, str | None]:
-    """For each function, why fastcommon must leave grpc's own in place, or None if it may replace it."""
-    verdicts: dict[str, str | None] = {}
-    sources: dict[Any, str | None] = {}
-    for name in NAMES:
-        original = getattr(grpc_common, name)
-        found = fingerprint(original, sources)
-        if found not in KNOWN_FINGERPRINTS[name]:
-            verdicts[name] = f"its code (fingerprint {found}) is not one fastcommon was tested against"
-        else:
-            verdicts[name] = _first_difference(name, original, getattr(fastcommon, name))
-    return verdicts
+_REFERENCE_METADATUM = collections.namedtuple("_Metadatum", ("key", "value"))
+
+
+def _metadatum_class_difference(cls: Any) -> str | None:
+    """How grpc's metadata entry class differs from the namedtuple fastcommon builds; None if it does not."""
+    reference = _REFERENCE_METADATUM
+    new = getattr(cls, "__new__", None)
+    checks = [
+        (isinstance(cls, type) and type(cls) is type and cls.__mro__[1:] == (tuple, object), "a plain tuple subclass"),
+        (getattr(cls, "_fields", None) == ("key", "value"), "fields ('key', 'value')"),
+        (getattr(cls, "__dictoffset__", None) == 0 and getattr(cls, "__weakrefoffset__", None) == 0, "no __dict__"),
+        (getattr(cls, "__init__", None) is tuple.__init__, "no __init__ of its own"),
+        (
+            isinstance(new, types.FunctionType)
+            and new.__code__.co_code == reference.__new__.__code__.co_code
+            and new.__code__.co_names == reference.__new__.__code__.co_names
+            and new.__defaults__ is None
+            and new.__globals__.get("_tuple_new") is tuple.__new__,
+            "namedtuple's own __new__",
+        ),
+    ]
+    missing = [what for holds, what in checks if not holds]
+    return f"it is not the namedtuple fastcommon builds (it lacks: {', '.join(missing)})" if missing else None
+
+
+METADATUM_PROBES: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    (("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)"), {}),
+    (("trace-proto-bin", b"\x00\xff\x80binary"), {}),
+    (("", ""), {}),
+    (("x-caf\xe9", "na\xefve \U0001f600"), {}),
+    (("key", "value"), {"extra": 1}),
+    ((), {"key": "k", "value": "v"}),
+    (("k",), {}),
+    (("k", "v", "surplus"), {}),
+    ((), {}),
+]
+
+
+def _metadatum_outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Everything observable about one construction: the object and its behaviour, or the exception."""
+    try:
+        entry = build(*args, **kwargs)
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+    given = (*args, *kwargs.values())
+    return (
+        "returned",
+        type(entry),
+        tuple(entry),
+        [item is argument for item, argument in zip(entry, given)],
+        repr(entry),
+        hash(entry),
+        entry._asdict(),
+        entry._replace(value="replaced"),
+        gc.is_tracked(entry),
+        entry.__reduce_ex__(2)[1:],
+    )
+
+
+def _metadatum_difference(cls: Any, build: Callable[..., Any]) -> str | None:
+    """The first probe on which fastcommon's entries differ from grpc's class's own, described; None if none."""
+    for args, kwargs in METADATUM_PROBES:
+        if _metadatum_outcome(cls, args, kwargs) != _metadatum_outcome(build, args, kwargs):
+            return f"it differs on a probe: _Metadatum(*{args!r:.40}, **{kwargs!r})"
+    return None
+
+
+def not_offered(name: str) -> str | None:
+    """Why this installation of fastcommon has nothing for ``name`` (grpc's own then stays, unwarned); or None."""
+    if name != METADATUM or hasattr(chosen, OURS[name]):
+        return None
+    if chosen is common:
+        return "fastcommon runs pure Python here, which builds it no faster than grpc"
+    return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
+
+
+def grpc_modules() -> dict[str, types.ModuleType]:
+    """The grpc modules fastcommon patches, by name, imported; an ImportError that says so without grpcio."""
+    try:
+        return {home: importlib.import_module(home) for home in sorted(set(HOMES.values()))}
+    except ImportError as exc:
+        raise ImportError("fastcommon.patch() needs grpcio, which is not installed: pip install grpcio") from exc
 
 
 def grpc_common() -> types.ModuleType:
     """grpc._common, imported; an ImportError that says so when grpcio is not installed."""
-    try:
-        return importlib.import_module("grpc._common")
-    except ImportError as exc:
-        raise ImportError("fastcommon.patch() needs grpcio, which is not installed: pip install grpcio") from exc
+    return grpc_modules()["grpc._common"]
+
+
+def grpc_object(name: str) -> Any:
+    """What grpc has under ``name`` now, in its home module."""
+    return getattr(grpc_modules()[HOMES[name]], name)
+
+
+def assess(modules: dict[str, types.ModuleType] | None = None) -> dict[str, str | None]:
+    """For each name, why fastcommon must leave grpc's own in place, or None if it may replace it."""
+    modules = grpc_modules() if modules is None else modules
+    verdicts: dict[str, str | None] = {}
+    sources: dict[Any, str | None] = {}
+    for name in NAMES:
+        original = getattr(modules[HOMES[name]], name)
+        if not_offered(name):
+            verdicts[name] = not_offered(name)
+        elif name == METADATUM:
+            chosen.set_metadatum_class(original)
+            verdicts[name] = _metadatum_class_difference(original) or _metadatum_difference(
+                original, chosen.new_metadatum
+            )
+        elif fingerprint(original, sources) not in KNOWN_FINGERPRINTS[name]:
+            verdicts[name] = "its code is not one fastcommon's suite ran against"
+        else:
+            verdicts[name] = _first_difference(name, original, getattr(chosen, name))
+    return verdicts
 
 
 def grpcio_version() -> str:
@@ -237,39 +344,42 @@ def grpcio_version() -> str:
 
 
 def install(replacement: Callable[[str], Callable[..., Any]]) -> tuple[str, ...]:
-    """Replace each grpc._common function that passes both gates with ``replacement(name)``; warn about the rest."""
-    module = grpc_common()
+    """Put ``replacement(name)`` into grpc for each name that passes the gates; warn about those refused."""
+    modules = grpc_modules()
     with _lock:
         if _installed:
             return ()
-        verdicts = assess(module)
+        verdicts = assess(modules)
         replaced = tuple(name for name in NAMES if verdicts[name] is None)
         for name in replaced:
-            ours = replacement(name)
-            _installed[name] = (getattr(module, name), ours)
+            module = modules[HOMES[name]]
+            original, ours = getattr(module, name), replacement(name)
+            if name == METADATUM:
+                chosen.set_metadatum_class(original)
+            _installed[name] = (original, ours)
             setattr(module, name, ours)
-    left = [f"grpc._common.{name} ({reason})" for name, reason in verdicts.items() if reason is not None]
-    if left:
+    refused = [f"{HOMES[name]}.{name} ({why})" for name, why in verdicts.items() if why and not not_offered(name)]
+    if refused:
         warnings.warn(
-            f"fastcommon left grpc's own {', '.join(left)} in place, on grpcio {grpcio_version()}; "
-            f"it replaced {', '.join(replaced) or 'nothing'}",
-            fastcommon.FastcommonWarning,
+            f"fastcommon leaves {'; '.join(refused)} to grpc on grpcio {grpcio_version()}; "
+            f"fastcommon's suite ran against grpcio {', '.join(TESTED_GRPCIO)} (python -m fastcommon check)",
+            FastcommonWarning,
             stacklevel=3,
         )
     return replaced
 
 
 def patch() -> tuple[str, ...]:
-    """Replace the grpc._common functions that behave as fastcommon's with fastcommon's; return their names."""
-    return install(lambda name: getattr(fastcommon, name))
+    """Replace the grpc functions (and metadata class) that behave as fastcommon's with fastcommon's; return their names."""
+    return install(lambda name: getattr(chosen, OURS[name]))
 
 
 def unpatch() -> tuple[str, ...]:
-    """Put grpc's own functions back where fastcommon's still are; return the names restored."""
+    """Put grpc's own back where fastcommon's still are; return the names restored."""
     with _lock:
-        module = sys.modules.get("grpc._common")
         restored = []
         for name, (original, ours) in _installed.items():
+            module = sys.modules.get(HOMES[name])
             if module is not None and getattr(module, name) is ours:  # never undo someone else's later patch
                 setattr(module, name, original)
                 restored.append(name)
@@ -278,13 +388,17 @@ def unpatch() -> tuple[str, ...]:
 
 
 def original(name: str) -> Callable[..., Any]:
-    """grpc's own function that fastcommon replaced; KeyError if it replaced none by that name."""
+    """grpc's own object that fastcommon replaced; KeyError if it replaced none by that name."""
     return _installed[name][0]
 
 
 def is_patched(name: str | None = None) -> bool:
-    """Tell whether fastcommon has replaced any of grpc._common's functions, or the one named."""
-    return bool(_installed) if name is None else name in _installed
+    """Tell whether fastcommon has replaced anything in grpc, or the one named (one of NAMES)."""
+    if name is None:
+        return bool(_installed)
+    if name not in NAMES:
+        raise ValueError(f"fastcommon patches no {name!r}; it patches {', '.join(NAMES)}")
+    return name in _installed
 
 
 @contextlib.contextmanager
