@@ -11,9 +11,50 @@
 The parts live in benchmarks/; the echo service, shared with the tests, in grpc_echo/.
 """
 
+import argparse
 import sys
 
 OPTIONS_WITH_A_FILE = ("-o", "--output", "--append")
+
+
+def modes_parser():
+    """benchmark.py's own modes and options, for --help; pyperf's follow them there."""
+    parser = argparse.ArgumentParser(
+        prog="python benchmark.py",
+        usage="python benchmark.py [mode] [options]",
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1] + "\n\nThe per-call and --messages runs also take pyperf's "
+        "options, below.",
+        add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    modes = parser.add_argument_group("modes (per call when none is given)")
+    modes.add_argument("--fast", action="store_true", help="per call, in pyperf's quick mode (about a minute)")
+    modes.add_argument("--more-inputs", action="store_true", help="per call, also 1 KiB, non-ASCII and invalid UTF-8")
+    modes.add_argument("--messages", action="store_true", help="messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, share")
+    modes.add_argument("--rpc", action="store_true", help="end to end: time and CPU per RPC, stock against patched")
+    modes.add_argument(
+        "--plot", metavar="DIR [results.json ...]", help="charts into DIR: of this run, or of saved pyperf JSON files"
+    )
+    options = parser.add_argument_group("options")
+    options.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    options.add_argument("--plot-format", choices=("png", "svg"), default="png", help="the charts' format (png)")
+    options.add_argument("-o", metavar="FILE", help="per call: also save pyperf's results as JSON, to chart later")
+    options.add_argument("--rounds", type=int, help="--rpc: rounds, each with fresh processes (12)")
+    options.add_argument("--rpcs", type=int, help="--rpc: RPCs per round (400)")
+    options.add_argument("--control", action="store_true", help="--rpc: an A/A run, both pairs stock")
+    return parser
+
+
+def print_help():
+    import pyperf
+
+    from benchmarks.suite import RUNNER_SETTINGS
+
+    print(modes_parser().format_help())
+    pyperf_help = pyperf.Runner(**RUNNER_SETTINGS).argparser.format_help()
+    options = pyperf_help[pyperf_help.index("\n  -h, --help") + 1 :]  # the options, without pyperf's usage
+    print("pyperf's options (per call and --messages):\n" + options.rstrip())
 
 
 def saved_results(argv):
@@ -27,7 +68,9 @@ def saved_results(argv):
 
 def main():
     argv = sys.argv[1:]
-    if argv[:1] == ["--rpc-server"]:
+    if "-h" in argv or "--help" in argv:
+        print_help()
+    elif argv[:1] == ["--rpc-server"]:
         from benchmarks import rpc
 
         rpc.server(*argv[1:4])

@@ -4,10 +4,11 @@
 
 Each interpreter given (default: this one; it needs fastcommon and grpcio installed)
 runs once under callgrind. For every case it calls the function N and then 2N times
-in a loop, with a marker call (os.getppid, on which callgrind dumps its counters)
-after each run; (count(2N) - count(N)) / N is the cost of one loop iteration, and
-the same for an empty loop body is subtracted. The input is the 40-byte ASCII
-method name "/grpc.testing.BenchmarkService/UnaryCall".
+in a loop, with a marker call after each run (os.getppid: callgrind dumps its counters
+when libc's getppid is entered, a symbol every build has, stripped ones included);
+(count(2N) - count(N)) / N is the cost of one loop iteration, and the same for an empty
+loop body is subtracted. The conversions' input is the 40-byte ASCII method name
+"/grpc.testing.BenchmarkService/UnaryCall"; the metadata entry's, a user-agent header.
 """
 
 import argparse
@@ -26,6 +27,10 @@ CASES = (  # label, function name, input
     ("decode(str)", "decode", METHOD),
 )
 FLOOR = "callable(x)"
+HEADER = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")
+METADATUM_CASES = ("grpc's _Metadatum(k, v)", "fastcommon's new_metadatum(k, v)", "a plain tuple (k, v)")
+COMPILED = IMPLEMENTATIONS[-1]
+MARKER = "getppid"
 
 
 def child(calls):
@@ -33,26 +38,45 @@ def child(calls):
     import importlib
     from itertools import repeat
 
-    def runner(function, argument):
+    from grpc._cython import cygrpc
+
+    def runner(function, *arguments):
         if function is None:
 
             def run(n):
                 for _ in repeat(None, n):
                     pass
+        elif function is tuple:  # the metadata entry's floor: the tuple built in place, no call
+
+            def run(n, k=arguments[0], v=arguments[1]):
+                for _ in repeat(None, n):
+                    (k, v)  # noqa: B018
+        elif len(arguments) == 2:
+
+            def run(n, f=function, k=arguments[0], v=arguments[1]):
+                for _ in repeat(None, n):
+                    f(k, v)
         else:
 
-            def run(n, f=function, x=argument):
+            def run(n, f=function, x=arguments[0]):
                 for _ in repeat(None, n):
                     f(x)
 
         return run
 
-    measured = [("loop", None, None), (FLOOR, callable, METHOD)]
+    measured = [("loop", None, ()), (FLOOR, callable, (METHOD,))]
     for module_name in IMPLEMENTATIONS:
         module = importlib.import_module(module_name)
-        measured += [(f"{module_name} {label}", getattr(module, name), x) for label, name, x in CASES]
-    for _, function, argument in measured:
-        run = runner(function, argument)  # a fresh call site per case, specialized by the warm-up
+        measured += [(f"{module_name} {label}", getattr(module, name), (x,)) for label, name, x in CASES]
+    compiled = importlib.import_module(COMPILED)
+    measured += [(f"counted {label}", getattr(compiled, f"counted_{name}"), (x,)) for label, name, x in CASES]
+    measured += [(METADATUM_CASES[0], cygrpc._Metadatum, HEADER), (METADATUM_CASES[2], tuple, HEADER)]
+    if hasattr(compiled, "new_metadatum"):  # not in a Limited API (abi3) build
+        compiled.set_metadatum_class(cygrpc._Metadatum)
+        measured += [(METADATUM_CASES[1], compiled.new_metadatum, HEADER)]
+        measured += [("counted metadatum", compiled.counted_new_metadatum, HEADER)]
+    for _, function, arguments in measured:
+        run = runner(function, *arguments)  # a fresh call site per case, specialized by the warm-up
         run(1000)
         os.getppid()
         run(calls)
@@ -77,7 +101,7 @@ def count(python, calls):
             [
                 "valgrind",
                 "--tool=callgrind",
-                "--dump-before=os_getppid",
+                f"--dump-before={MARKER}",
                 f"--callgrind-out-file={out}/cg.out",
                 python,
                 os.path.abspath(__file__),
@@ -93,6 +117,8 @@ def count(python, calls):
         labels = result.stdout.splitlines()
         dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
         totals = [dump_total(p) for p in dumps]
+    if len(totals) < 3 * len(labels):
+        sys.exit(f"{python}: callgrind dumped {len(totals)} times, not 3 per case: it never saw libc's {MARKER}")
     # Dumps come in threes per case (warm-up, N, 2N); the last file is the rest of the run.
     per_iteration = {label: (totals[3 * i + 2] - totals[3 * i + 1]) / calls for i, label in enumerate(labels)}
     loop = per_iteration.pop("loop")
@@ -100,30 +126,39 @@ def count(python, calls):
 
 
 def version_of(python):
-    return subprocess.run(
-        [python, "-c", "import sys, grpc; print('%d.%d.%d' % sys.version_info[:3], grpc.__version__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    code = (
+        "import sys, grpc, fastcommon.fast_common as m; "
+        "print('%d.%d.%d' % sys.version_info[:3], grpc.__version__, 'abi3' if '.abi3.' in m.__file__ else 'per-version')"
+    )
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
 def table(python, calls):
     costs = count(python, calls)
     floor = costs[FLOOR]
-    python_version, grpc_version = version_of(python)
+    python_version, grpc_version, build = version_of(python)
     lines = [
-        f"CPython {python_version}, grpcio {grpc_version}: instructions per call "
-        f"(callgrind, {calls:,} calls, loop subtracted); floor {FLOOR} = {floor:.1f}",
+        f"CPython {python_version} ({python}), grpcio {grpc_version}, fastcommon's {build} build: instructions "
+        f"per call (callgrind, {calls:,} calls, loop subtracted); floor {FLOOR} = {floor:.1f}",
         "",
-        "| case | grpc._common | fastcommon.common | fast_common | fast_common / grpc | fast_common / floor |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| case | grpc._common | fastcommon.common | fast_common | fast_common / grpc | fast_common / floor "
+        "| counted (--report) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for label, _, _ in CASES:
         grpc_cost, py_cost, cy_cost = (costs[f"{m} {label}"] for m in IMPLEMENTATIONS)
         lines.append(
             f"| {label} | {grpc_cost:.1f} | {py_cost:.1f} | {cy_cost:.1f} | "
-            f"{cy_cost / grpc_cost:.2f} | {cy_cost / floor:.2f} |"
+            f"{cy_cost / grpc_cost:.2f} | {cy_cost / floor:.2f} | {costs[f'counted {label}']:.1f} |"
+        )
+    stock, ours, plain = (costs.get(case) for case in METADATUM_CASES)
+    lines += ["", "| metadata entry | instructions | / grpc's |", "|---|---:|---:|"]
+    for case, value in zip(METADATUM_CASES, (stock, ours, plain)):
+        shown = "n/a: this build leaves _Metadatum to grpc" if value is None else f"{value:.1f} | {value / stock:.2f}"
+        lines.append(f"| {case} | {shown} |")
+    if ours is not None:
+        lines.append(
+            f"| counted (--report) | {costs['counted metadatum']:.1f} | {costs['counted metadatum'] / stock:.2f} |"
         )
     return "\n".join(lines)
 

@@ -112,12 +112,15 @@ def main(argv):
 
     parser = argparse.ArgumentParser(prog="python benchmark.py --plot DIR", description=main.__doc__)
     parser.add_argument("--plot", metavar="DIR", required=True)
-    parser.add_argument("--plot-format", choices=("png", "svg"), default="png")
+    parser.add_argument("--plot-format", choices=("png", "svg"), default="png", help="the charts' format")
     parser.add_argument("results", nargs="+", help="pyperf JSON files written by python benchmark.py -o FILE")
     args = parser.parse_args(argv)
     results = {}
     for path in args.results:
-        suite = pyperf.BenchmarkSuite.load(path)
+        try:
+            suite = pyperf.BenchmarkSuite.load(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, unreadable, or not pyperf's JSON
+            raise SystemExit(f"python benchmark.py --plot: cannot read {path}: {exc}") from None
         version = suite.get_benchmarks()[0].get_metadata().get("python_version", path).split()[0]
         results[version] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
     print(per_call_chart(results, args.plot, args.plot_format))

@@ -16,6 +16,9 @@ from benchmarks.timing import FLOOR, IMPLEMENTATIONS, METHOD, bench, format_tabl
 from grpc_echo import generate_stubs, import_stubs
 
 
+RUNNER_SETTINGS = {"processes": 6, "values": 3}
+
+
 def conversion_cases(more_inputs):
     """(case label, function name, input) for every conversion timed."""
     method = [
@@ -80,7 +83,7 @@ def main(argv=None):
             option for option, wanted in (("--more-inputs", args.more_inputs), ("--messages", args.messages)) if wanted
         )
 
-    runner = pyperf.Runner(processes=6, values=3, add_cmdline_args=forward_options)
+    runner = pyperf.Runner(**RUNNER_SETTINGS, add_cmdline_args=forward_options)
     runner.argparser.add_argument(
         "--more-inputs", action="store_true", help="also time a 1 KiB details string, non-ASCII text and invalid UTF-8"
     )
@@ -88,7 +91,7 @@ def main(argv=None):
         "--messages", action="store_true", help="time protobuf messages of three sizes, bare and through the wrappers"
     )
     runner.argparser.add_argument("--plot", metavar="DIR", help="also write charts of this run into DIR")
-    runner.argparser.add_argument("--plot-format", choices=("png", "svg"), default="png")
+    runner.argparser.add_argument("--plot-format", choices=("png", "svg"), default="png", help="the charts' format")
     runner.argparser.add_argument("--stubs", help=argparse.SUPPRESS)
     args = runner.parse_args(argv)
     manager = not args.worker

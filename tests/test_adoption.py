@@ -324,6 +324,44 @@ def test_report_counts_match_a_known_workload(program, stubs, channel, server_ad
     }
 
 
+def test_a_failing_serializers_record_reads_the_same_with_report_as_without(program):
+    # The record's location and traceback come from the innermost Python frame: a counting layer in
+    # Python would put itself there; the compiled module counts in C.
+    source = """
+        import json, logging
+        from grpc import _common
+
+        class Show(logging.Handler):
+            def emit(self, record):
+                print(json.dumps([record.pathname, record.lineno, record.funcName, record.module,
+                                  record.getMessage(), logging.Formatter().formatException(record.exc_info)]))
+
+        logging.getLogger("grpc._common").addHandler(Show())
+
+        def serialize_request(message):
+            raise ValueError("cannot serialize " + message)
+
+        def send(message):  # as grpc's own modules call it
+            return _common.serialize(message, serialize_request)
+
+        assert send("x") is None
+    """
+    without, counted = program(source), program(source, report=True)
+    assert "fastcommon --report" in counted.stderr and "fastcommon --report" not in without.stderr
+    [record] = lines_of_lists(without)
+    assert lines_of_lists(counted) == [record]
+    assert record[2:5] == (
+        ["send", "app", "Exception serializing message!"]
+        if fastcommon.IMPLEMENTATION == "cython"
+        else ["_transform", "common", "Exception serializing message!"]
+    )
+    assert "ValueError: cannot serialize x" in record[5] and "_adoption" not in record[5]
+
+
+def lines_of_lists(result):
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("[")]
+
+
 @pytest.mark.parametrize("metadatum", [True, False], ids=["all", "metadatum-left-to-grpc"])
 def test_report_block_reads_as_documented(monkeypatch, metadatum):
     report = _adoption.Report()

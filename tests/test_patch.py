@@ -63,7 +63,9 @@ def test_patch_replaces_and_unpatch_restores_the_exact_originals():
 
 @pytest.mark.parametrize("name", ["bogus", "Metadatum", "", "ENCODE"])
 def test_is_patched_refuses_a_name_it_does_not_patch(name):
-    with pytest.raises(ValueError, match=r"fastcommon patches no .*; it patches encode, decode, serialize, deserialize"):
+    with pytest.raises(
+        ValueError, match=r"fastcommon patches no .*; it patches encode, decode, serialize, deserialize"
+    ):
         fastcommon.is_patched(name)
 
 

@@ -140,3 +140,30 @@ def test_info_command_reports_implementation_and_versions():
             assert lines[2] == "pure Python because: forced by FASTCOMMON_PURE_PYTHON=1"
         assert f"python: CPython {'.'.join(map(str, sys.version_info[:3]))}" in result.stdout
         assert any(line == grpc_line or line.startswith(grpc_line + " ") for line in lines)
+
+
+TRACEBACK_THROUGH_FASTCOMMON = """
+import logging, traceback, fastcommon
+try:
+    fastcommon.encode(1)  # an int has no encode(): raised inside fastcommon
+except AttributeError:
+    traceback.print_exc()
+logging.basicConfig(format="%(message)s")
+fastcommon.serialize(b"x", lambda message: 1 / 0)  # logged from inside fastcommon
+"""
+
+
+def test_a_traceback_through_fastcommon_names_files_that_exist_and_shows_their_lines(tmp_path):
+    # From a directory unrelated to the checkout: paths must resolve as in an installed package.
+    result = subprocess.run(
+        [sys.executable, "-c", TRACEBACK_THROUGH_FASTCOMMON], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    lines = result.stderr.splitlines()
+    frames = [(i, line) for i, line in enumerate(lines) if "fastcommon" in line and line.startswith('  File "')]
+    assert len(frames) >= 2, result.stderr  # one in each traceback
+    for i, line in frames:
+        path, lineno = line.split('"')[1], int(line.split(", line ")[1].split(",")[0])
+        found = [os.path.join(entry, path) for entry in ["", *sys.path] if os.path.isfile(os.path.join(entry, path))]
+        assert found, f"{path} is no file along sys.path"
+        with open(found[0], encoding="utf-8") as file:
+            assert lines[i + 1].strip() == file.read().splitlines()[lineno - 1].strip() != ""

@@ -172,7 +172,9 @@ class Report:
     def per_call_saving_ns(self, name: str) -> float:
         """grpc's function's time per call minus fastcommon's, on CALIBRATION_CALLS; best of 5 runs of 2,000."""
         args = CALIBRATION_CALLS[name]
-        return ns_per_call(self.originals[name], args, 2000) - ns_per_call(getattr(chosen, _patching.OURS[name]), args, 2000)
+        return ns_per_call(self.originals[name], args, 2000) - ns_per_call(
+            getattr(chosen, _patching.OURS[name]), args, 2000
+        )
 
 
 def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int, repeat: int = 5) -> float:

@@ -55,7 +55,7 @@ def _why_compiled_module_is_absent() -> tuple[str, bool]:
 class _ExtensionWithSource(importlib.machinery.ExtensionFileLoader):
     """The compiled module's loader, which also gives linecache the .pyx shipped beside it, for tracebacks."""
 
-    def get_source(self, fullname: str) -> str | None:
+    def get_source(self, fullname: str) -> str | None:  # type: ignore[override]  # an extension has source here
         # Tracebacks name fastcommon/fast_common.pyx; linecache asks the frame's module loader for its lines
         # first, and the stock loader of an extension has none, so no line would be shown.
         try:

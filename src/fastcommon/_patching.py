@@ -224,12 +224,12 @@ def _first_difference(name: str, original: Callable[..., Any], ours: Callable[..
     return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"
 
 
-_REFERENCE_METADATUM = collections.namedtuple("_Metadatum", ("key", "value"))
+_Metadatum = collections.namedtuple("_Metadatum", ("key", "value"))  # as grpc defines it, to compare against
 
 
 def _metadatum_class_difference(cls: Any) -> str | None:
     """How grpc's metadata entry class differs from the namedtuple fastcommon builds; None if it does not."""
-    reference = _REFERENCE_METADATUM
+    reference = _Metadatum
     new = getattr(cls, "__new__", None)
     checks = [
         (isinstance(cls, type) and type(cls) is type and cls.__mro__[1:] == (tuple, object), "a plain tuple subclass"),
@@ -370,7 +370,7 @@ def install(replacement: Callable[[str], Callable[..., Any]]) -> tuple[str, ...]
 
 
 def patch() -> tuple[str, ...]:
-    """Replace the grpc functions (and metadata class) that behave as fastcommon's with fastcommon's; return their names."""
+    """Put fastcommon's into grpc wherever grpc's own behave the same (both gates); return the names replaced."""
     return install(lambda name: getattr(chosen, OURS[name]))
 
 
