@@ -128,7 +128,8 @@ def count(python, calls):
 def version_of(python):
     code = (
         "import sys, grpc, fastcommon.fast_common as m; "
-        "print('%d.%d.%d' % sys.version_info[:3], grpc.__version__, 'abi3' if '.abi3.' in m.__file__ else 'per-version')"
+        "print('%d.%d.%d' % sys.version_info[:3], grpc.__version__, "
+        "'abi3' if '.abi3.' in m.__file__ else 'per-version')"
     )
     return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 

@@ -14,13 +14,27 @@ import tempfile
 import time
 
 from benchmarks.suite import small_message
-from benchmarks.timing import METHOD, format_table, mean_and_ci95
+from benchmarks.timing import HEADER, METHOD, format_table, mean_and_ci95
 from fastcommon._adoption import ns_per_call
-from fastcommon._patching import NAMES
-from grpc_echo import aio_echo_server, counting_calls, echo_server, generate_stubs, import_stubs
+from fastcommon._patching import FUNCTIONS, METADATUM
+from grpc_echo import (
+    aio_echo_server,
+    counting_calls,
+    counting_metadata_entries,
+    echo_server,
+    generate_stubs,
+    import_stubs,
+)
 
-RPC_KINDS = ("sync unary", "sync server-stream (10 replies)", "aio unary")
+RPC_KINDS = (
+    "sync unary",
+    "sync server-stream (10 replies)",
+    "aio unary",
+    "sync unary, 10 headers",
+    "aio unary, 10 headers",
+)
 STREAM_LENGTH = 10
+HEADERS = tuple((f"x-request-header-{i}", f"value {i}") for i in range(10))
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 
 
@@ -71,20 +85,31 @@ def client(mode, sync_port, aio_port, stubs_dir):
     aio_stub = pb2_grpc.EchoServiceStub(aio_channel)
     stream_request = pb2.Echo(text=METHOD, count=STREAM_LENGTH)
 
-    async def aio_unary(n):
+    async def aio_unary(n, metadata=None):
         for _ in range(n):
-            await aio_stub.Unary(request)
+            await aio_stub.Unary(request, metadata=metadata)
 
-    def sync_unary(n):
+    def sync_unary(n, metadata=None):
         for _ in range(n):
-            stub.Unary(request)
+            stub.Unary(request, metadata=metadata)
 
     def sync_stream(n):
         for _ in range(n):
             for _ in stub.ServerStream(stream_request):
                 pass
 
-    run = dict(zip(RPC_KINDS, (sync_unary, sync_stream, lambda n: loop.run_until_complete(aio_unary(n)))))
+    run = dict(
+        zip(
+            RPC_KINDS,
+            (
+                sync_unary,
+                sync_stream,
+                lambda n: loop.run_until_complete(aio_unary(n)),
+                lambda n: sync_unary(n, HEADERS),
+                lambda n: loop.run_until_complete(aio_unary(n, HEADERS)),
+            ),
+        )
+    )
     for kind in RPC_KINDS:
         run[kind](20)  # warm up channels
     print("ready", flush=True)
@@ -98,7 +123,7 @@ def client(mode, sync_port, aio_port, stubs_dir):
 
 
 def count_calls_per_rpc(stubs_dir):
-    """{kind: Counter((side, function) -> calls per RPC)}, counted in one process with grpc patched."""
+    """{kind: Counter((side, function) -> calls per RPC; ("both", _Metadatum) -> entries built)}, grpc patched."""
     import grpc
 
     import fastcommon
@@ -111,31 +136,34 @@ def count_calls_per_rpc(stubs_dir):
         rpcs = {
             RPC_KINDS[0]: lambda: stub.Unary(request),
             RPC_KINDS[1]: lambda: list(stub.ServerStream(pb2.Echo(text=METHOD, count=STREAM_LENGTH))),
+            RPC_KINDS[3]: lambda: stub.Unary(request, metadata=HEADERS),
         }
         for kind, rpc in rpcs.items():
             rpc()
-            with counting_calls() as counted:
+            with counting_calls() as counted, counting_metadata_entries() as entries:
                 rpc()
-            counts[kind] = counted
+            counts[kind] = counted + {("both", METADATUM): entries["entries"]}
 
-        async def aio_counts():
+        async def aio_counts(metadata):
             async with (
                 aio_echo_server(pb2, pb2_grpc) as aio_address,
                 grpc.aio.insecure_channel(aio_address) as aio_channel,
             ):
                 aio_stub = pb2_grpc.EchoServiceStub(aio_channel)
-                await aio_stub.Unary(request)
-                with counting_calls() as counted:
-                    await aio_stub.Unary(request)
-            return counted
+                await aio_stub.Unary(request, metadata=metadata)
+                with counting_calls() as counted, counting_metadata_entries() as entries:
+                    await aio_stub.Unary(request, metadata=metadata)
+            return counted + {("both", METADATUM): entries["entries"]}
 
-        counts[RPC_KINDS[2]] = asyncio.run(aio_counts())
+        counts[RPC_KINDS[2]] = asyncio.run(aio_counts(None))
+        counts[RPC_KINDS[4]] = asyncio.run(aio_counts(HEADERS))
     return counts
 
 
 def per_call_costs_ns(stubs_dir):
-    """{function: (grpc._common's ns per call, fastcommon's)} on the inputs grpc passes most; timeit, best of 5."""
+    """{name: (grpc's ns per call, fastcommon's)} on the inputs grpc passes most; timeit, best of 5."""
     from grpc import _common
+    from grpc._cython import cygrpc
 
     import fastcommon
 
@@ -148,10 +176,18 @@ def per_call_costs_ns(stubs_dir):
         "deserialize": (message.SerializeToString(), pb2.Echo.FromString),
     }
     n = 200_000
-    return {
+    costs = {
         name: (ns_per_call(getattr(_common, name), args, n), ns_per_call(getattr(fastcommon, name), args, n))
         for name, args in calls.items()
     }
+    grpcs = ns_per_call(cygrpc._Metadatum, HEADER, n)
+    compiled = fastcommon._implementation.chosen
+    if hasattr(compiled, "new_metadatum"):  # the compiled module, unless a Limited API (abi3) build
+        compiled.set_metadatum_class(cygrpc._Metadatum)
+        costs[METADATUM] = (grpcs, ns_per_call(compiled.new_metadatum, HEADER, n))
+    else:
+        costs[METADATUM] = (grpcs, grpcs)  # left to grpc: no saving
+    return costs
 
 
 def start(args):
@@ -240,22 +276,25 @@ def main(argv):
         measured = measure_rounds(stubs_dir, modes, args.rounds, args.rpcs)
 
     ceiling, expected = {}, {}
-    rows = [("RPC kind", "side", *NAMES, "grpc's cost", "fastcommon saves")]
+    names = (*FUNCTIONS, METADATUM)
+    rows = [("RPC kind", "side", *names, "grpc's cost", "fastcommon saves")]
     for kind, counted in counts.items():
-        for side in ("client", "server"):
-            calls = [counted[side, name] for name in NAMES]
-            cost = sum(c * costs[name][0] for c, name in zip(calls, NAMES)) / 1000
-            saving = sum(c * (costs[name][0] - costs[name][1]) for c, name in zip(calls, NAMES)) / 1000
+        for side in ("client", "server", "both"):
+            calls = [counted[side, name] for name in names]
+            cost = sum(c * costs[name][0] for c, name in zip(calls, names)) / 1000
+            saving = sum(c * (costs[name][0] - costs[name][1]) for c, name in zip(calls, names)) / 1000
             ceiling[kind] = ceiling.get(kind, 0) + cost
             expected[kind] = expected.get(kind, 0) + saving
-            rows.append((kind, side, *calls, f"{cost:.3f} us", f"{saving:.3f} us"))
+            shown = [str(c) if (side == "both") == (name == METADATUM) else "" for c, name in zip(calls, names)]
+            rows.append((kind, side, *shown, f"{cost:.3f} µs", f"{saving:.3f} µs"))
     print(
-        "\nCalls through grpc._common per RPC (counted with grpc patched; the aio server converts in grpcio's "
-        "Cython core, out of reach):"
+        "\nCalls per RPC, counted with grpc patched: grpc._common's functions by side (the aio server converts "
+        "in grpcio's Cython core, out of reach), and the metadata entries grpc's core builds, client and server "
+        f"together (the '10 headers' kinds send {len(HEADERS)} request headers):"
     )
     print(format_table(rows))
     print(
-        "\nns per call measured in this run (timeit, best of 5), grpc._common -> fastcommon: "
+        "\nns per call measured in this run (timeit, best of 5), grpc's -> fastcommon's: "
         + ", ".join(f"{name} {grpc_ns:.1f} -> {ours:.1f}" for name, (grpc_ns, ours) in costs.items())
     )
 
@@ -263,7 +302,7 @@ def main(argv):
         f"{args.rounds} rounds of {args.rpcs} RPCs, fresh processes every round; mean +- 95% CI over rounds; "
         f"server and client each in their own process, both {modes[0]} or both {modes[1]}"
     )
-    print(f"\nWall-clock us per RPC, {header}:")
+    print(f"\nWall-clock µs per RPC, {header}:")
     rows = [("RPC kind", *modes, "difference", "expected from counts")]
     verdicts = []
     for kind in RPC_KINDS:
@@ -275,23 +314,23 @@ def main(argv):
                 kind,
                 interval(first),
                 interval(second),
-                f"{diff:+.2f} +- {diff_ci:.2f} us ({diff / stock:+.1%})",
-                f"{expected[kind]:.3f} us",
+                f"{diff:+.2f} +- {diff_ci:.2f} µs ({diff / stock:+.1%})",
+                f"{expected[kind]:.3f} µs",
             )
         )
         if abs(diff) > diff_ci:
             verdicts.append(
-                f"{kind}: {modes[1]} is {'faster' if diff > 0 else 'slower'} by {abs(diff):.2f} us per "
-                f"RPC, more than the noise (+- {diff_ci:.2f} us)."
+                f"{kind}: {modes[1]} is {'faster' if diff > 0 else 'slower'} by {abs(diff):.2f} µs per "
+                f"RPC, more than the noise (+- {diff_ci:.2f} µs)."
             )
         else:
             verdicts.append(
-                f"{kind}: the difference ({diff:+.2f} us) is within the noise (+- {diff_ci:.2f} us); the "
-                f"expected saving, {expected[kind]:.3f} us, is too small to see here."
+                f"{kind}: the difference ({diff:+.2f} µs) is within the noise (+- {diff_ci:.2f} µs); the "
+                f"expected saving, {expected[kind]:.3f} µs, is too small to see here."
             )
     print(format_table(rows))
 
-    print(f"\nCPU us per RPC, each process's own CPU time; {header}:")
+    print(f"\nCPU µs per RPC, each process's own CPU time; {header}:")
     rows = [("RPC kind", *(f"{side} {mode}" for side in ("client", "server") for mode in modes))]
     for kind in RPC_KINDS:
         rows.append(
@@ -300,8 +339,9 @@ def main(argv):
     print(format_table(rows))
 
     print(
-        "\nThe ceiling: calls per RPC x grpc._common's cost per call, the most that any replacement of _common's "
-        f"functions could save, against the CPU per RPC (client + server, {modes[0]}):"
+        "\nThe ceiling: calls per RPC x grpc's own cost per call (grpc._common's functions and the metadata "
+        "entries), the most that any replacement of them could save, against the CPU per RPC (client + server, "
+        f"{modes[0]}):"
     )
     breakdown = {}
     rows = [("RPC kind", "CPU per RPC", "ceiling", "share", "fastcommon saves", "share")]
@@ -314,10 +354,10 @@ def main(argv):
         rows.append(
             (
                 kind,
-                f"{cpu:.1f} us",
-                f"{ceiling[kind]:.3f} us",
+                f"{cpu:.1f} µs",
+                f"{ceiling[kind]:.3f} µs",
                 f"{ceiling[kind] / cpu:.2%}",
-                f"{expected[kind]:.3f} us",
+                f"{expected[kind]:.3f} µs",
                 f"{expected[kind] / cpu:.2%}",
             )
         )

@@ -12,9 +12,21 @@ import tempfile
 import timeit
 
 from benchmarks import messages
-from benchmarks.timing import FLOOR, IMPLEMENTATIONS, METHOD, bench, format_table, instability_lines
+from benchmarks.timing import (
+    FLOOR,
+    HEADER,
+    IMPLEMENTATIONS,
+    METADATUM,
+    METADATUM_GRPC,
+    METHOD,
+    TUPLE_FLOOR,
+    UNROLL,
+    bench,
+    format_table,
+    instability_lines,
+    time_tuple_built_in_place,
+)
 from grpc_echo import generate_stubs, import_stubs
-
 
 RUNNER_SETTINGS = {"processes": 6, "values": 3}
 
@@ -46,22 +58,22 @@ def small_message(message_class):
 
 
 def per_call_table(ns, cases):
-    """ns per call, speedup over grpc._common and ratio to the floor."""
-    rows = [("case", "implementation", "ns/call", "speedup over grpc._common", "x floor")]
+    """ns per call, speedup over grpc's own and ratio to the floor, a row per implementation timed."""
+    rows = [("case", "implementation", "ns/call", "speedup over grpc's", "x floor")]
     for label in cases:
-        grpc_ns, floor_ns = ns.get(f"{label} | grpc._common"), ns.get(f"{label} | {FLOOR}")
-        for implementation in (*IMPLEMENTATIONS, FLOOR):
-            value = ns.get(f"{label} | {implementation}")
-            if value is not None:
-                rows.append(
-                    (
-                        label,
-                        implementation,
-                        f"{value:.1f}",
-                        f"{grpc_ns / value:.2f}x" if grpc_ns else "",
-                        f"{value / floor_ns:.2f}x" if floor_ns else "",
-                    )
+        timed = {name.split(" | ")[1]: value for name, value in ns.items() if name.split(" | ")[0] == label}
+        grpc_ns = next((value for name, value in timed.items() if name.startswith("grpc")), None)
+        floor_ns = next((value for name, value in timed.items() if name.startswith("floor")), None)
+        for implementation, value in timed.items():
+            rows.append(
+                (
+                    label,
+                    implementation,
+                    f"{value:.1f}",
+                    f"{grpc_ns / value:.2f}x" if grpc_ns else "",
+                    f"{value / floor_ns:.2f}x" if floor_ns else "",
                 )
+            )
     return format_table(rows)
 
 
@@ -147,4 +159,16 @@ def run_per_call(runner, message_class, more_inputs):
         labels.append(label)
         for name, module in modules.items():
             bench(runner, benches, f"{label} | {name}", getattr(module, function_name), payload, transformer)
+    from grpc._cython import cygrpc
+
+    labels.append(METADATUM)
+    grpcs = cygrpc._Metadatum
+    bench(runner, benches, f"{METADATUM} | {METADATUM_GRPC}", grpcs, *HEADER)
+    compiled = modules["fastcommon.fast_common"]
+    if hasattr(compiled, "new_metadatum"):  # not in pure Python, nor in a Limited API (abi3) build
+        compiled.set_metadatum_class(grpcs)
+        bench(runner, benches, f"{METADATUM} | fastcommon.fast_common", compiled.new_metadatum, *HEADER)
+    benches[f"{METADATUM} | {TUPLE_FLOOR}"] = runner.bench_time_func(
+        f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, *HEADER, inner_loops=UNROLL
+    )
     return benches, labels

@@ -109,10 +109,10 @@ def echo_server(pb2, pb2_grpc, max_workers=8, servicer=None):
 
 
 @contextlib.asynccontextmanager
-async def aio_echo_server(pb2, pb2_grpc):
-    """A grpc.aio server on 127.0.0.1 with the echo service; yields its address."""
+async def aio_echo_server(pb2, pb2_grpc, servicer=None):
+    """A grpc.aio server on 127.0.0.1 with the echo service (or another servicer of it); yields its address."""
     server = grpc.aio.server()
-    pb2_grpc.add_EchoServiceServicer_to_server(make_servicer(pb2, pb2_grpc), server)
+    pb2_grpc.add_EchoServiceServicer_to_server(servicer or make_servicer(pb2, pb2_grpc), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
@@ -150,6 +150,29 @@ def counting_calls():
     finally:
         for name, function in in_place.items():
             setattr(_common, name, function)
+
+
+@contextlib.contextmanager
+def counting_metadata_entries():
+    """Count the metadata entries grpc's core builds (its calls of cygrpc._Metadatum), client and server together.
+
+    Whatever is in place (fastcommon's constructor, when patched) is wrapped, called through and put back.
+    Yields a Counter with one key, "entries".
+    """
+    from grpc._cython import cygrpc
+
+    counts = collections.Counter()
+    in_place = cygrpc._Metadatum
+
+    def counted(*args, **kwargs):
+        counts["entries"] += 1
+        return in_place(*args, **kwargs)
+
+    cygrpc._Metadatum = counted
+    try:
+        yield counts
+    finally:
+        cygrpc._Metadatum = in_place
 
 
 def run_one_of_each(pb2, pb2_grpc, channel, stream_length=3):

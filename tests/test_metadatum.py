@@ -1,0 +1,277 @@
+"""grpc's metadata entries (cygrpc._Metadatum) built by fastcommon: the objects stock grpc builds, or grpc's own."""
+
+import asyncio
+import collections
+import copy
+import gc
+import pickle
+import sys
+import warnings
+
+import pytest
+from conftest import NEEDS_GRPCIO, expected_patch
+
+grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
+
+from conftest import GRPC_METADATUM
+from grpc._cython import cygrpc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastcommon
+from fastcommon import _patching
+from grpc_echo import aio_echo_server, echo_server
+
+OFFERED = "_Metadatum" in expected_patch()
+compiled_constructor = pytest.mark.skipif(
+    not OFFERED,
+    reason="fastcommon builds no metadata entries here: pure Python"
+    if fastcommon.IMPLEMENTATION == "python"
+    else "the Limited API (abi3) build leaves them to grpc",
+)
+
+
+@pytest.fixture(scope="module")
+def new_metadatum():
+    fastcommon.fast_common.set_metadatum_class(GRPC_METADATUM)
+    return fastcommon.fast_common.new_metadatum
+
+
+def observed(build, *args, **kwargs):
+    """Everything a user can see of one construction: the object and its behaviour, or the exception."""
+    try:
+        entry = build(*args, **kwargs)
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+    given_ = (*args, *kwargs.values())
+    try:
+        pickled = pickle.loads(pickle.dumps(entry))
+    except Exception as exc:  # grpc's class is not importable by its name, pickled or not
+        pickled = (type(exc), str(exc))
+    return (
+        type(entry),
+        tuple(entry),
+        [item is argument for item, argument in zip(entry, given_)],
+        (entry.key, entry.value),
+        repr(entry),
+        str(entry),
+        hash(entry),
+        entry == tuple(given_),
+        entry._asdict(),
+        entry._replace(value="other"),
+        copy.copy(entry),
+        copy.deepcopy(entry),
+        pickled,
+        gc.is_tracked(entry),
+        sys.getsizeof(entry),
+        hasattr(entry, "__dict__"),
+    )
+
+
+METADATA_KEY = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,20}", fullmatch=True)
+METADATA_VALUE = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40)
+
+
+@compiled_constructor
+@given(key=st.one_of(METADATA_KEY, st.text()), value=st.one_of(st.text(), st.binary(), st.none(), st.integers()))
+def test_entries_are_the_objects_grpc_builds(new_metadatum, key, value):
+    assert observed(new_metadatum, key, value) == observed(GRPC_METADATUM, key, value)
+
+
+@compiled_constructor
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [((), {}), (("k",), {}), (("k", "v", "x"), {}), ((), {"key": "k", "value": "v"}), (("k",), {"value": "v"}),
+     (("k", "v"), {"key": "k"}), (("k", "v"), {"extra": 1})],
+)  # fmt: skip
+def test_any_other_call_is_grpcs_own_class_answering(new_metadatum, args, kwargs):
+    assert observed(new_metadatum, *args, **kwargs) == observed(GRPC_METADATUM, *args, **kwargs)
+
+
+@compiled_constructor
+def test_building_entries_leaves_refcounts_flat(new_metadatum):
+    key, value = "x-leak-check", b"\x00value"
+    before = sys.getrefcount(key), sys.getrefcount(value), sys.getrefcount(GRPC_METADATUM)
+    entries = [new_metadatum(key, value) for _ in range(10_000)]
+    assert sys.getrefcount(key) == before[0] + 10_000
+    del entries
+    assert (sys.getrefcount(key), sys.getrefcount(value), sys.getrefcount(GRPC_METADATUM)) == before
+
+
+def test_patch_replaces_the_class_where_offered_and_unpatch_restores_it():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pure Python and abi3 leave it to grpc without a warning
+        replaced = fastcommon.patch()
+    try:
+        assert ("_Metadatum" in replaced) == OFFERED == fastcommon.is_patched("_Metadatum")
+        if OFFERED:
+            assert cygrpc._Metadatum is fastcommon.fast_common.new_metadatum
+        else:
+            assert cygrpc._Metadatum is GRPC_METADATUM
+            assert _patching.not_offered("_Metadatum").startswith(
+                "fastcommon runs pure Python here" if fastcommon.IMPLEMENTATION == "python" else "this build"
+            )
+    finally:
+        fastcommon.unpatch()
+    assert cygrpc._Metadatum is GRPC_METADATUM and not fastcommon.is_patched()
+
+
+def a_namedtuple(fields=("key", "value"), **options):
+    return collections.namedtuple("_Metadatum", fields, **options)
+
+
+class WithInit(a_namedtuple()):
+    __slots__ = ()
+
+    def __init__(self, *args):
+        pass
+
+
+class PlainTuple(tuple):
+    _fields = ("key", "value")
+    __slots__ = ()
+
+
+CHANGED_CLASSES = {
+    "other fields": (a_namedtuple(("name", "value")), "fields ('key', 'value')"),
+    "defaults": (a_namedtuple(defaults=("",)), "namedtuple's own __new__"),
+    "a subclass with __init__": (WithInit, "a plain tuple subclass"),
+    "a tuple subclass, no namedtuple": (PlainTuple, "namedtuple's own __new__"),
+    "a dataclass-like class": (type("_Metadatum", (), {"_fields": ("key", "value")}), "a plain tuple subclass"),
+}
+
+
+@compiled_constructor
+@pytest.mark.parametrize("change", sorted(CHANGED_CLASSES))
+def test_a_class_grpc_changed_stays_grpcs_with_one_warning(monkeypatch, change):
+    changed, lacking = CHANGED_CLASSES[change]
+    monkeypatch.setattr(cygrpc, "_Metadatum", changed)
+    with pytest.warns(fastcommon.FastcommonWarning) as warned:
+        replaced = fastcommon.patch()
+    fastcommon.unpatch()
+    assert replaced == expected_patch()[:4] and len(warned) == 1
+    message = str(warned[0].message)
+    assert "grpc._cython.cygrpc._Metadatum (it is not the namedtuple fastcommon builds (it lacks: " in message
+    assert lacking in message.split("it lacks: ")[1]
+    assert cygrpc._Metadatum is changed
+
+
+@compiled_constructor
+def test_the_probes_alone_catch_a_class_that_builds_other_entries(monkeypatch):
+    shouting = a_namedtuple()
+    shouting.__new__ = lambda cls, key, value: tuple.__new__(cls, (key.upper(), value))
+    monkeypatch.setattr(cygrpc, "_Metadatum", shouting)
+    monkeypatch.setattr(_patching, "_metadatum_class_difference", lambda cls: None)  # trusted, as if unchanged
+    with pytest.warns(fastcommon.FastcommonWarning, match=r"cygrpc._Metadatum \(it differs on a probe: _Metadatum"):
+        replaced = fastcommon.patch()
+    fastcommon.unpatch()
+    assert "_Metadatum" not in replaced and cygrpc._Metadatum is shouting
+
+
+# ------------------------------------------------------------------ real servers and clients
+
+INITIAL = (("x-initial", "first"), ("x-initial-bin", b"\x00\x01"))
+TRAILING = (("x-trailing", "last"), ("x-trailing-bin", b"\xff"))
+
+
+def capturing_servicer(pb2, pb2_grpc, seen, asynchronous):
+    """An EchoService whose Unary keeps the invocation metadata it received and sends metadata back."""
+
+    class Sync(pb2_grpc.EchoServiceServicer):
+        def Unary(self, request, context):
+            seen.append(context.invocation_metadata())
+            context.send_initial_metadata(INITIAL)
+            context.set_trailing_metadata(TRAILING)
+            return pb2.Echo(text=request.text)
+
+    class Async(pb2_grpc.EchoServiceServicer):
+        async def Unary(self, request, context):
+            seen.append(context.invocation_metadata())
+            await context.send_initial_metadata(INITIAL)
+            context.set_trailing_metadata(TRAILING)
+            return pb2.Echo(text=request.text)
+
+    return Async() if asynchronous else Sync()
+
+
+def shape(metadata):
+    """The entries as a user receives them, with the type of each."""
+    return [(type(entry), tuple(entry)) for entry in metadata]
+
+
+def sync_round_trip(stubs, headers):
+    pb2, pb2_grpc = stubs
+    seen = []
+    servicer = capturing_servicer(pb2, pb2_grpc, seen, asynchronous=False)
+    with echo_server(pb2, pb2_grpc, servicer=servicer) as address, grpc.insecure_channel(address) as channel:
+        _, call = pb2_grpc.EchoServiceStub(channel).Unary.with_call(pb2.Echo(text="m"), metadata=headers, timeout=30)
+        return shape(seen[0]), shape(call.initial_metadata()), shape(call.trailing_metadata())
+
+
+def aio_round_trip(stubs, headers):
+    pb2, pb2_grpc = stubs
+
+    async def round_trip():
+        seen = []
+        servicer = capturing_servicer(pb2, pb2_grpc, seen, asynchronous=True)
+        async with (
+            aio_echo_server(pb2, pb2_grpc, servicer=servicer) as address,
+            grpc.aio.insecure_channel(address) as channel,
+        ):
+            call = pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="m"), metadata=headers, timeout=30)
+            await call
+            initial, trailing = await call.initial_metadata(), await call.trailing_metadata()
+        return shape(seen[0]), shape(initial), shape(trailing)
+
+    return asyncio.run(round_trip())
+
+
+HEADERS = (*((f"x-header-{i}", f"value {i}") for i in range(10)), ("x-binary-bin", b"\x00\xfe\xff"))
+
+
+@pytest.mark.parametrize("round_trip", [sync_round_trip, aio_round_trip], ids=["sync", "aio"])
+def test_every_entry_a_server_and_client_receive_is_grpcs_and_equal_to_stocks(stubs, round_trip):
+    stock = round_trip(stubs, HEADERS)
+    with fastcommon.patched():
+        patched = round_trip(stubs, HEADERS)
+    assert patched == stock
+    received, initial, trailing = stock
+    assert ("x-binary-bin", b"\x00\xfe\xff") in [entry for _, entry in received]
+    assert [entry for _, entry in initial] == list(INITIAL) and [entry for _, entry in trailing] == list(TRAILING)
+    for kind, _ in [*received, *(initial + trailing if round_trip is sync_round_trip else [])]:
+        assert kind is GRPC_METADATUM  # the aio client hands its user grpc.aio.Metadata, built from them
+
+
+@pytest.mark.parametrize("round_trip", [sync_round_trip, aio_round_trip], ids=["sync", "aio"])
+@settings(max_examples=25, deadline=None)
+@given(
+    headers=st.lists(
+        st.one_of(
+            st.tuples(METADATA_KEY.filter(lambda key: not key.startswith("grpc-")), METADATA_VALUE.map(str.strip)),
+            st.tuples(METADATA_KEY.map(lambda key: key + "-bin"), st.binary(max_size=40)),
+        ),
+        max_size=6,
+    )
+)
+def test_any_metadata_reaches_the_server_as_stock_grpc_delivers_it(stubs, round_trip, headers):
+    headers = [(key, value) for key, value in headers if not key.endswith("-bin") or isinstance(value, bytes)]
+    stock = round_trip(stubs, headers)
+    with fastcommon.patched():
+        assert round_trip(stubs, headers) == stock
+
+
+@compiled_constructor
+def test_the_metadata_entries_grpc_builds_come_from_fastcommon_when_patched(stubs, monkeypatch):
+    built = []
+    fastcommon.fast_common.set_metadatum_class(GRPC_METADATUM)
+    ours = fastcommon.fast_common.new_metadatum
+
+    def counting(*args, **kwargs):
+        built.append(args)
+        return ours(*args, **kwargs)
+
+    monkeypatch.setattr(fastcommon.fast_common, "new_metadatum", counting)  # what patch() puts into cygrpc
+    with fastcommon.patched():
+        assert cygrpc._Metadatum is counting
+        sync_round_trip(stubs, HEADERS)
+    assert ("x-header-9", "value 9") in built and ("x-binary-bin", b"\x00\xfe\xff") in built
