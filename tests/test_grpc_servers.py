@@ -184,8 +184,13 @@ def test_toggling_the_patch_under_load_fails_no_rpc(stubs, server_address):
                 if done.is_set():
                     return
                 try:
-                    reply = stub.Unary(pb2.Echo(text=f"w{i}\xe9", count=i), timeout=30)
-                    assert (reply.text, reply.count) == (f"w{i}\xe9", i + 1)
+                    if i % 2:  # the server echoes the request headers it received: metadata entries, toggled too
+                        headers = (("x-load", f"w{i}"), ("x-load-bin", bytes([i % 256])))
+                        reply = stub.Unary(pb2.Echo(text="metadata"), metadata=headers, timeout=30)
+                        assert reply.text == f"x-load-bin={bytes([i % 256])!r}\nx-load='w{i}'"  # sorted
+                    else:
+                        reply = stub.Unary(pb2.Echo(text=f"w{i}\xe9", count=i), timeout=30)
+                        assert (reply.text, reply.count) == (f"w{i}\xe9", i + 1)
                 except Exception as exc:  # every failure is recorded, none may happen
                     failures.append(repr(exc))
                 with progress:
