@@ -154,7 +154,7 @@ def table(python, calls):
         )
     stock, ours, plain = (costs.get(case) for case in METADATUM_CASES)
     lines += ["", "| metadata entry | instructions | / grpc's |", "|---|---:|---:|"]
-    for case, value in zip(METADATUM_CASES, (stock, ours, plain)):
+    for case, value in zip(METADATUM_CASES, (stock, ours, plain), strict=False):
         shown = "n/a: this build leaves _Metadatum to grpc" if value is None else f"{value:.1f} | {value / stock:.2f}"
         lines.append(f"| {case} | {shown} |")
     if ours is not None:

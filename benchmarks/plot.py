@@ -47,7 +47,7 @@ def per_call_chart(results, directory, image_format):
     width = 0.8 / len(SERIES)
     for axis in axes.flat[len(CASES) :]:
         axis.set_visible(False)
-    for axis, case in zip(axes.flat, CASES):
+    for axis, case in zip(axes.flat, CASES, strict=False):
         for offset, (implementation, legend, colour) in enumerate(SERIES):
             values = [
                 next((ns for name, ns in results[label].items() if name.startswith(f"{case} | {implementation}")), None)
@@ -55,7 +55,7 @@ def per_call_chart(results, directory, image_format):
             ]
             positions = [i + (offset - (len(SERIES) - 1) / 2) * width for i in range(len(labels))]
             bars = axis.bar(
-                [p for p, v in zip(positions, values) if v is not None],
+                [p for p, v in zip(positions, values, strict=False) if v is not None],
                 [v for v in values if v is not None],
                 width,
                 color=colour,

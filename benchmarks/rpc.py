@@ -108,6 +108,7 @@ def client(mode, sync_port, aio_port, stubs_dir):
                 lambda n: sync_unary(n, HEADERS),
                 lambda n: loop.run_until_complete(aio_unary(n, HEADERS)),
             ),
+            strict=False,
         )
     )
     for kind in RPC_KINDS:
@@ -281,11 +282,13 @@ def main(argv):
     for kind, counted in counts.items():
         for side in ("client", "server", "both"):
             calls = [counted[side, name] for name in names]
-            cost = sum(c * costs[name][0] for c, name in zip(calls, names)) / 1000
-            saving = sum(c * (costs[name][0] - costs[name][1]) for c, name in zip(calls, names)) / 1000
+            cost = sum(c * costs[name][0] for c, name in zip(calls, names, strict=False)) / 1000
+            saving = sum(c * (costs[name][0] - costs[name][1]) for c, name in zip(calls, names, strict=False)) / 1000
             ceiling[kind] = ceiling.get(kind, 0) + cost
             expected[kind] = expected.get(kind, 0) + saving
-            shown = [str(c) if (side == "both") == (name == METADATUM) else "" for c, name in zip(calls, names)]
+            shown = [
+                str(c) if (side == "both") == (name == METADATUM) else "" for c, name in zip(calls, names, strict=False)
+            ]
             rows.append((kind, side, *shown, f"{cost:.3f} µs", f"{saving:.3f} µs"))
     print(
         "\nCalls per RPC, counted with grpc patched: grpc._common's functions by side (the aio server converts "
@@ -307,7 +310,7 @@ def main(argv):
     verdicts = []
     for kind in RPC_KINDS:
         first, second = measured[modes[0], kind]["wall"], measured[modes[1], kind]["wall"]
-        diff, diff_ci = mean_and_ci95([a - b for a, b in zip(first, second)])
+        diff, diff_ci = mean_and_ci95([a - b for a, b in zip(first, second, strict=False)])
         stock = mean_and_ci95(first)[0]
         rows.append(
             (

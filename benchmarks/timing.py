@@ -99,7 +99,8 @@ def format_table(rows):
     for n, row in enumerate(rows):
         lines.append(
             "  ".join(
-                str(cell).ljust(w) if i == 0 else str(cell).rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+                str(cell).ljust(w) if i == 0 else str(cell).rjust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=False))
             ).rstrip()
         )
         if n == 0:

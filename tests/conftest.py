@@ -40,10 +40,10 @@ FUNCTIONS = ("encode", "decode", "serialize", "deserialize")
 
 
 def abi3_build():
-    """Whether the compiled module is a Limited API (abi3) build, by its file name."""
+    """Whether the compiled module is a Limited API (abi3) build (on Windows its file name does not say)."""
     import fastcommon
 
-    return fastcommon.IMPLEMENTATION == "cython" and ".abi3." in os.path.basename(fastcommon.fast_common.__file__)
+    return fastcommon.IMPLEMENTATION == "cython" and bool(fastcommon.fast_common.LIMITED_API)
 
 
 def expected_patch():

@@ -256,23 +256,25 @@ def test_a_failing_sitecustomize_of_the_program_fails_as_without_fastcommon(prog
 
 
 def other_interpreters():
-    """pyenv's Pythons of other minor versions than this one: none of them has this fastcommon."""
+    """CPythons of other minor versions than this one (pyenv's, and python3.N on PATH): none has this fastcommon."""
+    this = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    found = {}
     pyenv = shutil.which("pyenv")
-    if pyenv is None:
-        return []
-    root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
-    this = f"{sys.version_info[0]}.{sys.version_info[1]}."
-    return sorted(
-        python
-        for python in glob.glob(os.path.join(root, "versions", "*", "bin", "python"))
-        if not python.split(os.sep)[-3].startswith(this)
-    )
+    if pyenv is not None:
+        root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+        for python in glob.glob(os.path.join(root, "versions", "*", "bin", "python")):
+            found[".".join(python.split(os.sep)[-3].split(".")[:2])] = python
+    for minor in range(6, 20):  # a system's own, as Debian installs them (python3.14, python3.15)
+        python = shutil.which(f"python3.{minor}")
+        if python is not None and f"{os.sep}shims{os.sep}" not in python:  # pyenv's shims: its versions, above
+            found.setdefault(f"3.{minor}", python)
+    return sorted(python for version, python in found.items() if version != this)
 
 
 def test_a_child_of_another_interpreter_runs_unpatched_and_unharmed(program):
     interpreters = other_interpreters()
     if not interpreters:
-        pytest.skip("no other CPython here (pyenv)")
+        pytest.skip("no other CPython here (pyenv, or python3.N on PATH)")
     result = program(
         """
         import json, subprocess, sys

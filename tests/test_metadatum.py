@@ -51,7 +51,7 @@ def observed(build, *args, **kwargs):
     return (
         type(entry),
         tuple(entry),
-        [item is argument for item, argument in zip(entry, given_)],
+        [item is argument for item, argument in zip(entry, given_, strict=False)],
         (entry.key, entry.value),
         repr(entry),
         str(entry),

@@ -11,6 +11,7 @@ from typing import NoReturn
 
 import fastcommon
 from fastcommon import _adoption, _patching
+from fastcommon._implementation import chosen
 
 DESCRIPTION = """\
 fastcommon compiles the conversions and metadata objects grpcio builds in Python on every RPC, and
@@ -99,6 +100,8 @@ def show_status() -> None:
     print(f"implementation: {fastcommon.IMPLEMENTATION}")
     if fastcommon.PURE_PYTHON_REASON:
         print(f"pure Python because: {fastcommon.PURE_PYTHON_REASON}")
+    elif chosen.LIMITED_API:
+        print("build: abi3 (the Limited API), for CPythons newer than fastcommon's per-version wheels")
     print(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable})")
     try:
         modules = _patching.grpc_modules()

@@ -180,7 +180,7 @@ class Report:
 def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int, repeat: int = 5) -> float:
     """The best time of ``function(*args)`` in ns, called as grpc calls it, in timeit's own loop (no lambda between)."""
     names = ("a", "b")[: len(args)]
-    timer = timeit.Timer(f"f({', '.join(names)})", globals={"f": function, **dict(zip(names, args))})
+    timer = timeit.Timer(f"f({', '.join(names)})", globals={"f": function, **dict(zip(names, args, strict=False))})
     return min(timer.repeat(number=number, repeat=repeat)) / number * 1e9
 
 

@@ -218,7 +218,7 @@ def _first_difference(name: str, original: Callable[..., Any], ours: Callable[..
         logger.removeFilter(records)
     if theirs == mine:
         return None
-    index = next(i for i, (their, my) in enumerate(zip(theirs, mine)) if their != my)
+    index = next(i for i, (their, my) in enumerate(zip(theirs, mine, strict=False)) if their != my)
     value, transformer = _probe_calls(name)[index]
     argument = "" if name in ("encode", "decode") else f", {transformer or 'None'}"
     return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"
@@ -273,7 +273,7 @@ def _metadatum_outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs:
         "returned",
         type(entry),
         tuple(entry),
-        [item is argument for item, argument in zip(entry, given)],
+        [item is argument for item, argument in zip(entry, given, strict=False)],
         repr(entry),
         hash(entry),
         entry._asdict(),

@@ -7,7 +7,8 @@ builtin-function calling convention requires.
 """
 
 import logging
-from typing import Any, AnyStr, Callable, Optional
+from collections.abc import Callable
+from typing import Any, AnyStr
 
 # grpc logs (de)serializer failures on its own module's logger; so do we.
 _LOGGER = logging.getLogger("grpc._common")
@@ -27,7 +28,7 @@ def decode(b: AnyStr, /) -> str:
     return b
 
 
-def _transform(message: Any, transformer: Optional[Callable[[Any], Any]], exception_message: str) -> Any:
+def _transform(message: Any, transformer: Callable[[Any], Any] | None, exception_message: str) -> Any:
     if transformer is None:
         return message
     try:
@@ -37,11 +38,11 @@ def _transform(message: Any, transformer: Optional[Callable[[Any], Any]], except
         return None
 
 
-def serialize(message: Any, serializer: Optional[Callable[[Any], bytes]], /) -> Any:
+def serialize(message: Any, serializer: Callable[[Any], bytes] | None, /) -> Any:
     """Apply ``serializer`` to ``message``; on an Exception log it on ``grpc._common`` and return None."""
     return _transform(message, serializer, "Exception serializing message!")
 
 
-def deserialize(serialized_message: bytes, deserializer: Optional[Callable[[bytes], Any]], /) -> Any:
+def deserialize(serialized_message: bytes, deserializer: Callable[[bytes], Any] | None, /) -> Any:
     """Apply ``deserializer`` to the bytes; on an Exception log it on ``grpc._common`` and return None."""
     return _transform(serialized_message, deserializer, "Exception deserializing message!")

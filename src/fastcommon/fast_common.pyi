@@ -1,8 +1,10 @@
 """Type stub for the compiled module; its functions take positional arguments only."""
 
-from typing import Any, AnyStr, Callable
+from collections.abc import Callable
+from typing import Any, AnyStr
 
 COUNTED: tuple[str, ...]
+LIMITED_API: bool
 
 def encode(s: AnyStr, /) -> bytes: ...
 def decode(b: AnyStr, /) -> str: ...

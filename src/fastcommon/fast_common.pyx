@@ -17,9 +17,11 @@ cdef extern from *:
     """
     /* The Limited API (the abi3 wheel) has the function forms of the bytes macros. */
     #if defined(Py_LIMITED_API)
+    #define FASTCOMMON_LIMITED_API 1
     #define fastcommon_bytes_data PyBytes_AsString
     #define fastcommon_bytes_size PyBytes_Size
     #else
+    #define FASTCOMMON_LIMITED_API 0
     #define fastcommon_bytes_data PyBytes_AS_STRING
     #define fastcommon_bytes_size PyBytes_GET_SIZE
     #endif
@@ -100,6 +102,7 @@ cdef extern from *:
     unsigned long long fastcommon_calls[5]
     void fastcommon_set_metadatum_class(object)
     bint FASTCOMMON_HAS_METADATUM
+    bint FASTCOMMON_LIMITED_API
     ctypedef struct PyMethodDef:
         pass
     PyMethodDef fastcommon_metadatum_defs[2]
@@ -108,6 +111,7 @@ cdef extern from *:
 cdef object _LOGGER = logging.getLogger("grpc._common")
 
 COUNTED = ("encode", "decode", "serialize", "deserialize", "_Metadatum")
+LIMITED_API = FASTCOMMON_LIMITED_API  # built for the Limited API: the abi3 wheel, for CPythons newer than fastcommon
 
 
 cdef inline object _encode(object s):
