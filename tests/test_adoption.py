@@ -391,3 +391,24 @@ def test_a_failure_to_patch_warns_and_leaves_the_program_running(monkeypatch):
     monkeypatch.setenv(_adoption.REPORT_VARIABLE, "1")
     with pytest.warns(fastcommon.FastcommonWarning, match="could not patch grpc: RuntimeError"):
         _adoption.grpc_imported()
+
+
+def test_the_documented_service_runs_and_each_process_reports(tmp_path):
+    # README and docs/adoption.md: python -m fastcommon run --report -m grpc_echo.service 2000 (here 5 RPCs)
+    result = subprocess.run(
+        [sys.executable, "-m", "fastcommon", "run", "--report", "-m", "grpc_echo.service", "5"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": PROJECT_DIR},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert (result.returncode, result.stdout) == (0, "5 RPCs made; the server exited with 0\n"), result.stderr
+    server, client = reports(result.stderr).values()  # the server's block first: it exits first
+    headers = 10 + 1  # the service's request headers, and the user-agent
+    assert (server["deserialize"], server["serialize"], server.get("_Metadatum")) == (
+        5,
+        5,
+        5 * headers if "_Metadatum" in PATCHED else None,
+    )
+    assert (client["serialize"], client["deserialize"], client["decode"]) == (5, 5, 10)
