@@ -143,7 +143,8 @@ def count_calls_per_rpc(stubs_dir):
             rpc()
             with counting_calls() as counted, counting_metadata_entries() as entries:
                 rpc()
-            counts[kind] = counted + {("both", METADATUM): entries["entries"]}
+            counted["both", METADATUM] = entries["entries"]
+            counts[kind] = counted
 
         async def aio_counts(metadata):
             async with (
@@ -154,7 +155,8 @@ def count_calls_per_rpc(stubs_dir):
                 await aio_stub.Unary(request, metadata=metadata)
                 with counting_calls() as counted, counting_metadata_entries() as entries:
                     await aio_stub.Unary(request, metadata=metadata)
-            return counted + {("both", METADATUM): entries["entries"]}
+            counted["both", METADATUM] = entries["entries"]
+            return counted
 
         counts[RPC_KINDS[2]] = asyncio.run(aio_counts(None))
         counts[RPC_KINDS[4]] = asyncio.run(aio_counts(HEADERS))
