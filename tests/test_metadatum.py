@@ -89,6 +89,14 @@ def test_any_other_call_is_grpcs_own_class_answering(new_metadatum, args, kwargs
 
 
 @compiled_constructor
+def test_giving_the_same_class_again_takes_no_reference(new_metadatum):
+    before = sys.getrefcount(GRPC_METADATUM)
+    for _ in range(100):  # as every patch(), status and check does, through the gate
+        fastcommon.fast_common.set_metadatum_class(GRPC_METADATUM)
+    assert sys.getrefcount(GRPC_METADATUM) == before
+
+
+@compiled_constructor
 def test_building_entries_leaves_refcounts_flat(new_metadatum):
     key, value = "x-leak-check", b"\x00value"
     before = sys.getrefcount(key), sys.getrefcount(value), sys.getrefcount(GRPC_METADATUM)

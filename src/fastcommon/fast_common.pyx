@@ -34,8 +34,10 @@ cdef extern from *:
     static PyObject *fastcommon_metadatum_class = NULL;
 
     static void fastcommon_set_metadatum_class(PyObject *cls) {
-        Py_INCREF(cls);
-        fastcommon_metadatum_class = cls;
+        if (cls != fastcommon_metadatum_class) {
+            Py_INCREF(cls);
+            fastcommon_metadatum_class = cls;
+        }
     }
 
     #if defined(Py_LIMITED_API)
