@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from timing import IMPLEMENTATIONS, METHOD  # run as a script: its folder is on sys.path
+from timing import HEADER, IMPLEMENTATIONS, METHOD  # run as a script: its folder is on sys.path
 
 CASES = (  # label, function name, input
     ("encode(str)", "encode", METHOD),
@@ -27,7 +27,6 @@ CASES = (  # label, function name, input
     ("decode(str)", "decode", METHOD),
 )
 FLOOR = "callable(x)"
-HEADER = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")
 METADATUM_CASES = ("grpc's _Metadatum(k, v)", "fastcommon's new_metadatum(k, v)", "a plain tuple (k, v)")
 COMPILED = IMPLEMENTATIONS[-1]
 MARKER = "getppid"

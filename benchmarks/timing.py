@@ -5,13 +5,15 @@ import statistics
 import time
 from itertools import repeat
 
+from fastcommon._patching import USER_AGENT
+
 METHOD = "/grpc.testing.BenchmarkService/UnaryCall"  # 40 ASCII bytes, a typical method name
 IMPLEMENTATIONS = ("grpc._common", "fastcommon.common", "fastcommon.fast_common")
 FLOOR = "floor: callable(x)"
 METADATUM = "metadata entry _Metadatum(k, v)"
 METADATUM_GRPC = "grpc._cython.cygrpc"  # where grpc's class lives
 TUPLE_FLOOR = "floor: a plain tuple (k, v)"
-HEADER = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # a metadata entry every RPC carries
+HEADER = USER_AGENT  # a metadata entry every RPC carries
 UNROLL = 10
 
 

@@ -79,7 +79,7 @@ CALIBRATION_CALLS = {
     "decode": (b"/grpc.testing.BenchmarkService/UnaryCall",),
     "serialize": (b"message", bytes),
     "deserialize": (b"message", bytes),
-    "_Metadatum": ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)"),
+    "_Metadatum": _patching.USER_AGENT,
 }
 
 

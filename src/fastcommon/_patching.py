@@ -249,8 +249,10 @@ def _metadatum_class_difference(cls: Any) -> str | None:
     return f"it is not the namedtuple fastcommon builds (it lacks: {', '.join(missing)})" if missing else None
 
 
+USER_AGENT = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # an entry every RPC carries
+
 METADATUM_PROBES: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
-    (("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)"), {}),
+    (USER_AGENT, {}),
     (("trace-proto-bin", b"\x00\xff\x80binary"), {}),
     (("", ""), {}),
     (("x-caf\xe9", "na\xefve \U0001f600"), {}),
