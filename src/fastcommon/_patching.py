@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import collections
 import contextlib
+import functools
 import gc
 import importlib
 import inspect
@@ -224,12 +225,15 @@ def _first_difference(name: str, original: Callable[..., Any], ours: Callable[..
     return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"
 
 
-_Metadatum = collections.namedtuple("_Metadatum", ("key", "value"))  # as grpc defines it, to compare against
+@functools.cache
+def _reference_metadatum() -> Any:
+    """The namedtuple as grpc defines it, to compare against; made when first needed (32 µs), not at import."""
+    return collections.namedtuple("_Metadatum", ("key", "value"))
 
 
 def _metadatum_class_difference(cls: Any) -> str | None:
     """How grpc's metadata entry class differs from the namedtuple fastcommon builds; None if it does not."""
-    reference = _Metadatum
+    reference = _reference_metadatum()
     new = getattr(cls, "__new__", None)
     checks = [
         (isinstance(cls, type) and type(cls) is type and cls.__mro__[1:] == (tuple, object), "a plain tuple subclass"),
