@@ -19,6 +19,9 @@ OPTIONS_WITH_A_FILE = ("-o", "--output", "--append")
 
 def modes_parser():
     """benchmark.py's own modes and options, for --help; pyperf's follow them there."""
+    from benchmarks.plot import FORMATS
+    from benchmarks.rpc import ROUNDS, RPCS
+
     parser = argparse.ArgumentParser(
         prog="python benchmark.py",
         usage="python benchmark.py [mode] [options]",
@@ -38,10 +41,12 @@ def modes_parser():
     )
     options = parser.add_argument_group("options")
     options.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    options.add_argument("--plot-format", choices=("png", "svg"), default="png", help="the charts' format (png)")
+    options.add_argument(
+        "--plot-format", choices=FORMATS, default=FORMATS[0], help=f"the charts' format ({FORMATS[0]})"
+    )
     options.add_argument("-o", metavar="FILE", help="per call: also save pyperf's results as JSON, to chart later")
-    options.add_argument("--rounds", type=int, help="--rpc: rounds, each with fresh processes (12)")
-    options.add_argument("--rpcs", type=int, help="--rpc: RPCs per round (400)")
+    options.add_argument("--rounds", type=int, help=f"--rpc: rounds, each with fresh processes ({ROUNDS})")
+    options.add_argument("--rpcs", type=int, help=f"--rpc: RPCs per round ({RPCS})")
     options.add_argument("--control", action="store_true", help="--rpc: an A/A run, both pairs stock")
     return parser
 

@@ -12,6 +12,8 @@ import os
 
 from benchmarks.timing import METADATUM
 
+FORMATS = ("png", "svg")  # what --plot-format takes; the first is the default
+
 CASES = (
     "encode str->bytes",
     "encode bytes->bytes",
@@ -123,7 +125,7 @@ def main(argv):
 
     parser = argparse.ArgumentParser(prog="python benchmark.py --plot DIR", description=main.__doc__)
     parser.add_argument("--plot", metavar="DIR", required=True)
-    parser.add_argument("--plot-format", choices=("png", "svg"), default="png", help="the charts' format")
+    parser.add_argument("--plot-format", choices=FORMATS, default=FORMATS[0], help="the charts' format")
     parser.add_argument("results", nargs="+", help="pyperf JSON files written by python benchmark.py -o FILE")
     args = parser.parse_args(argv)
     results = {}

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import plot
 from benchmarks.suite import small_message
 from benchmarks.timing import HEADER, METHOD, format_table, mean_and_ci95
 from fastcommon._adoption import ns_per_call
@@ -34,6 +35,7 @@ RPC_KINDS = (
     "aio unary, 10 headers",
 )
 STREAM_LENGTH = 10
+ROUNDS, RPCS = 12, 400  # the defaults of --rounds and --rpcs
 HEADERS = tuple((f"x-request-header-{i}", f"value {i}") for i in range(10))
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 
@@ -252,15 +254,17 @@ def interval(values):
 def main(argv):
     parser = argparse.ArgumentParser(prog="python benchmark.py --rpc", description="stock against patched, per RPC")
     parser.add_argument("--rpc", action="store_true")
-    parser.add_argument("--rounds", type=int, default=12, help="rounds, each with fresh processes (default 12)")
-    parser.add_argument("--rpcs", type=int, default=400, help="RPCs per round (default 400)")
+    parser.add_argument(
+        "--rounds", type=int, default=ROUNDS, help=f"rounds, each with fresh processes (default {ROUNDS})"
+    )
+    parser.add_argument("--rpcs", type=int, default=RPCS, help=f"RPCs per round (default {RPCS})")
     parser.add_argument(
         "--control",
         action="store_true",
         help="A/A: the second pair runs stock too, to show what this method calls a difference",
     )
     parser.add_argument("--plot", metavar="DIR", help="also write a chart of the per-RPC breakdown into DIR")
-    parser.add_argument("--plot-format", choices=("png", "svg"), default="png")
+    parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
     args = parser.parse_args(argv)
     modes = ("stock", "stock-again" if args.control else "patched")
 
@@ -370,6 +374,4 @@ def main(argv):
     print()
     print("\n".join(verdicts))
     if args.plot:
-        from benchmarks import plot
-
         print(plot.per_rpc_chart(breakdown, args.plot, args.plot_format))

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import timeit
 
-from benchmarks import messages
+from benchmarks import messages, plot
 from benchmarks.timing import (
     FLOOR,
     HEADER,
@@ -101,7 +101,9 @@ def main(argv=None):
         "--messages", action="store_true", help="time protobuf messages of three sizes, bare and through the wrappers"
     )
     runner.argparser.add_argument("--plot", metavar="DIR", help="also write charts of this run into DIR")
-    runner.argparser.add_argument("--plot-format", choices=("png", "svg"), default="png", help="the charts' format")
+    runner.argparser.add_argument(
+        "--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0], help="the charts' format"
+    )
     runner.argparser.add_argument("--stubs", help=argparse.SUPPRESS)
     args = runner.parse_args(argv)
     manager = not args.worker
@@ -136,8 +138,6 @@ def main(argv=None):
             )
         print("\n".join(instability_lines(benches)))
         if args.plot:
-            from benchmarks import plot
-
             print(plot.per_call_chart({sys.version.split()[0]: ns}, args.plot, args.plot_format))
 
 
