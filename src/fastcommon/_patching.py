@@ -326,8 +326,8 @@ def assess(modules: dict[str, types.ModuleType] | None = None) -> dict[str, str 
     sources: dict[Any, str | None] = {}
     for name in NAMES:
         original = getattr(modules[HOMES[name]], name)
-        if not_offered(name):
-            verdicts[name] = not_offered(name)
+        if why_not := not_offered(name):
+            verdicts[name] = why_not
         elif name == METADATUM:
             chosen.set_metadatum_class(original)
             verdicts[name] = _metadatum_class_difference(original) or _metadatum_difference(
