@@ -27,7 +27,7 @@ CASES = (  # label, function name, input
     ("decode(str)", "decode", METHOD),
 )
 FLOOR = "callable(x)"
-METADATUM_CASES = ("grpc's _Metadatum(k, v)", "fastcommon's new_metadatum(k, v)", "a plain tuple (k, v)")
+METADATUM_CASES = ("grpc's _Metadatum(k, v)", "fastcommon's constructor(k, v)", "a plain tuple (k, v)")
 COMPILED = IMPLEMENTATIONS[-1]
 MARKER = "getppid"
 
@@ -70,10 +70,9 @@ def child(calls):
     compiled = importlib.import_module(COMPILED)
     measured += [(f"counted {label}", getattr(compiled, f"counted_{name}"), (x,)) for label, name, x in CASES]
     measured += [(METADATUM_CASES[0], cygrpc._Metadatum, HEADER), (METADATUM_CASES[2], tuple, HEADER)]
-    if hasattr(compiled, "new_metadatum"):  # not in a Limited API (abi3) build
-        compiled.set_metadatum_class(cygrpc._Metadatum)
-        measured += [(METADATUM_CASES[1], compiled.new_metadatum, HEADER)]
-        measured += [("counted metadatum", compiled.counted_new_metadatum, HEADER)]
+    if hasattr(compiled, "MetadatumConstructor"):  # not in a Limited API (abi3) build
+        measured += [(METADATUM_CASES[1], compiled.MetadatumConstructor(cygrpc._Metadatum), HEADER)]
+        measured += [("counted metadatum", compiled.MetadatumConstructor(cygrpc._Metadatum, counted=True), HEADER)]
     for _, function, arguments in measured:
         run = runner(function, *arguments)  # a fresh call site per case, specialized by the warm-up
         run(1000)

@@ -187,9 +187,8 @@ def per_call_costs_ns(stubs_dir):
     }
     grpcs = ns_per_call(cygrpc._Metadatum, HEADER, n)
     compiled = fastcommon._implementation.chosen
-    if hasattr(compiled, "new_metadatum"):  # the compiled module, unless a Limited API (abi3) build
-        compiled.set_metadatum_class(cygrpc._Metadatum)
-        costs[METADATUM] = (grpcs, ns_per_call(compiled.new_metadatum, HEADER, n))
+    if hasattr(compiled, "MetadatumConstructor"):  # the compiled module, unless a Limited API (abi3) build
+        costs[METADATUM] = (grpcs, ns_per_call(compiled.MetadatumConstructor(cygrpc._Metadatum), HEADER, n))
     else:
         costs[METADATUM] = (grpcs, grpcs)  # left to grpc: no saving
     return costs

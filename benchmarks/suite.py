@@ -163,9 +163,9 @@ def run_per_call(runner, message_class, more_inputs):
     grpcs = cygrpc._Metadatum
     bench(runner, benches, f"{METADATUM} | {METADATUM_GRPC}", grpcs, *HEADER)
     compiled = modules["fastcommon.fast_common"]
-    if hasattr(compiled, "new_metadatum"):  # not in pure Python, nor in a Limited API (abi3) build
-        compiled.set_metadatum_class(grpcs)
-        bench(runner, benches, f"{METADATUM} | fastcommon.fast_common", compiled.new_metadatum, *HEADER)
+    if hasattr(compiled, "MetadatumConstructor"):  # not in pure Python, nor in a Limited API (abi3) build
+        constructor = compiled.MetadatumConstructor(grpcs)
+        bench(runner, benches, f"{METADATUM} | fastcommon.fast_common", constructor, *HEADER)
     benches[f"{METADATUM} | {TUPLE_FLOOR}"] = runner.bench_time_func(
         f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, *HEADER, inner_loops=UNROLL
     )

@@ -16,7 +16,6 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 # equal to grpc._common wherever grpcio is installed) and the tests that need grpc skip. Nowhere else.
 WITHOUT_GRPCIO = os.environ.get("FASTCOMMON_TESTS_WITHOUT_GRPCIO", "") not in ("", "0")
 try:
-    # Taken before any test can patch grpc: the installed grpc._common's own functions are the oracle.
     from grpc import _common as _oracle_module
 except ImportError:
     if not WITHOUT_GRPCIO:
@@ -24,11 +23,29 @@ except ImportError:
     from fastcommon import common as _oracle_module
 
 FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # what the tests expect, written out
-GRPC_ORACLE = {name: getattr(_oracle_module, name) for name in FUNCTIONS}
 if _oracle_module.__name__ == "grpc._common":
-    from grpc._cython import cygrpc
+    # grpc's own objects are the oracle, taken before any test can patch grpc. Under `python -m fastcommon
+    # run -m pytest` grpc is patched as soon as it is imported; its own are then the ones fastcommon replaced.
+    from fastcommon import _patching
 
-    GRPC_METADATUM = cygrpc._Metadatum  # grpc's metadata entry class, taken before any test can patch it
+    GRPC_ORACLE = {name: _patching.grpc_own(name) for name in FUNCTIONS}
+    GRPC_METADATUM = _patching.grpc_own("_Metadatum")  # grpc's metadata entry class
+    assert all(function.__module__ == "grpc._common" for function in GRPC_ORACLE.values()), GRPC_ORACLE
+else:
+    GRPC_ORACLE = {name: getattr(_oracle_module, name) for name in FUNCTIONS}
+
+# Under `python -m fastcommon run -m pytest`, this process is adopted by now (it has imported grpc), and every
+# child would inherit the adoption. The children the tests start are experiments with environments of their
+# own: they start as under plain python.
+from fastcommon import _adoption  # noqa: E402  (after grpc: the adoption of this process comes first)
+
+os.environ.pop(_adoption.REPORT_VARIABLE, None)
+_PATHS = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path != _adoption.BOOTSTRAP_DIR]
+if any(_PATHS):
+    os.environ["PYTHONPATH"] = os.pathsep.join(_PATHS)
+else:
+    os.environ.pop("PYTHONPATH", None)
+
 NEEDS_GRPCIO = "grpcio is not installed here (FASTCOMMON_TESTS_WITHOUT_GRPCIO=1)"
 
 hypothesis.settings.register_profile("dev", max_examples=300, deadline=None)
@@ -79,14 +96,15 @@ def impl(request):
 
 
 @pytest.fixture(autouse=True)
-def grpc_left_unpatched():
-    """No test may leave grpc patched behind it."""
-    yield
-    import fastcommon
+def stock_grpc():
+    """Each test starts with stock grpc and may not leave it patched; what it found (under `run`) is put back after."""
+    from fastcommon import _patching
 
-    if fastcommon.is_patched():
-        fastcommon.unpatch()
-        pytest.fail("the test left grpc._common patched")
+    with _patching.suspended():
+        yield
+        if _patching.is_patched():
+            _patching.unpatch()
+            pytest.fail("the test left grpc patched")
 
 
 @pytest.fixture(scope="session")

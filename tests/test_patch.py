@@ -54,7 +54,8 @@ def test_patch_replaces_and_unpatch_restores_the_exact_originals():
     for name in NAMES:
         assert getattr(grpc_common, name) is getattr(fastcommon, name)
     if METADATUM_TOO:
-        assert cygrpc._Metadatum is fastcommon.fast_common.new_metadatum
+        assert type(cygrpc._Metadatum) is fastcommon.fast_common.MetadatumConstructor
+        assert cygrpc._Metadatum.cls is GRPC_METADATUM
     assert fastcommon.patch() == ()  # a second call changes nothing
     assert fastcommon.unpatch() == PATCHED
     assert_stock()

@@ -112,8 +112,7 @@ def show_status() -> None:
     verdicts = _patching.assess(modules)
     width = max(len(f"{_patching.HOMES[name]}.{name}") for name in _patching.NAMES)
     for name in _patching.NAMES:
-        grpcs = _patching.original(name) if fastcommon.is_patched(name) else _patching.grpc_object(name)
-        found = _patching.fingerprint(grpcs) if name in _patching.FUNCTIONS else None
+        found = _patching.fingerprint(_patching.grpc_own(name, modules)) if name in _patching.FUNCTIONS else None
         if fastcommon.is_patched(name):
             verdict = "fastcommon's, patched in this process"
         elif verdicts[name] is not None:

@@ -93,17 +93,17 @@ class Report:
     def __init__(self) -> None:
         self.counters: dict[str, itertools.count[int]] = {}  # pure Python's; the compiled module counts itself
         self.names: tuple[str, ...] = ()
-        self.originals: dict[str, Callable[..., Any]] = {}  # grpc's own, to time the saving against
+        self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours), uncounted
         self.baseline: dict[str, int] = {}
         self.printed = False
 
-    def counting(self, name: str) -> Callable[..., Any]:
-        """fastcommon's ``name``, counted: the compiled module's counted twin, or a closure in pure Python."""
-        ours = _patching.OURS[name]
-        if hasattr(chosen, f"counted_{ours}"):
-            return getattr(chosen, f"counted_{ours}")  # type: ignore[no-any-return]
-        function, counter = getattr(chosen, ours), itertools.count()
-        self.counters[name] = counter
+    def counting(self, replaceable: _patching.Replaceable, own: Any) -> Callable[..., Any]:
+        """What replaces grpc's own, counted: the compiled module's counted twin, or a closure in pure Python."""
+        self.timed[replaceable.name] = (own, replaceable.make(own))
+        if replaceable.make_counted is not None:
+            return replaceable.make_counted(own)  # type: ignore[no-any-return]
+        function, counter = replaceable.make(own), itertools.count()
+        self.counters[replaceable.name] = counter
 
         def counted(*args: Any) -> Any:
             next(counter)  # one atomic C call
@@ -116,7 +116,6 @@ class Report:
         if not replaced:
             return
         self.names = replaced
-        self.originals = {name: _patching.original(name) for name in replaced}
         self.baseline = self.calls_so_far()  # the compiled counters may have counted before, in this process
         atexit.register(self.print)
         if hasattr(os, "register_at_fork"):  # not on Windows
@@ -172,9 +171,8 @@ class Report:
     def per_call_saving_ns(self, name: str) -> float:
         """grpc's function's time per call minus fastcommon's, on CALIBRATION_CALLS; best of 5 runs of 2,000."""
         args = CALIBRATION_CALLS[name]
-        return ns_per_call(self.originals[name], args, 2000) - ns_per_call(
-            getattr(chosen, _patching.OURS[name]), args, 2000
-        )
+        grpcs, ours = self.timed[name]
+        return ns_per_call(grpcs, args, 2000) - ns_per_call(ours, args, 2000)
 
 
 def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int, repeat: int = 5) -> float:

@@ -1,6 +1,11 @@
-"""Patching grpc._common: two gates decide, function by function, what fastcommon may replace.
+"""Patching grpc: one gate decides, thing by thing, what fastcommon may replace.
 
-A grpc function is replaced only when it passes both:
+Each thing fastcommon may replace is described once, in REPLACEABLES: where it lives in grpc, what
+replaces it, and how grpc's own is judged. Judging only reads: it looks at grpc's own objects (the
+originals, where fastcommon's are in place) and builds whatever it probes with for itself, so a
+status or a check answers the same before patch(), after it and after unpatch().
+
+A grpc._common function is replaced only when it passes both:
 
 1. **Fingerprint.** A CRC-32 of its source, and of the grpc._common helpers it calls, is one
    of ``KNOWN_FINGERPRINTS``: code that the test suite has run against, in a grpcio release.
@@ -22,6 +27,7 @@ from __future__ import annotations
 import ast
 import collections
 import contextlib
+import dataclasses
 import functools
 import gc
 import importlib
@@ -41,9 +47,6 @@ from ._implementation import FastcommonWarning, chosen
 
 FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # grpc._common's
 METADATUM = "_Metadatum"  # grpc._cython.cygrpc's metadata entry class, which grpc's core calls per entry
-NAMES = (*FUNCTIONS, METADATUM)
-HOMES = {**dict.fromkeys(FUNCTIONS, "grpc._common"), METADATUM: "grpc._cython.cygrpc"}
-OURS = {**{name: name for name in FUNCTIONS}, METADATUM: "new_metadatum"}  # the attribute of the implementation
 
 # The fingerprints of grpc._common's functions in the grpcio releases the tests run against, and
 # those releases (grpc removed an `else:` in 1.76: new source, same behaviour). `python -m fastcommon`
@@ -57,10 +60,11 @@ KNOWN_FINGERPRINTS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 TESTED_GRPCIO = _OLDER + _NEWER  # what the gate's warning names
 
-_installed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # name -> (grpc's, ours)
+_installed: dict[str, tuple[Any, Any]] = {}  # name -> (grpc's own, fastcommon's in its place)
 _lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=64)
 def source(function: Any) -> str | None:
     """A function's source text, as inspect.getsource gives it; None when there is none."""
     # inspect.getsource tokenizes in Python (0.1 ms a function before CPython 3.12). For a
@@ -83,16 +87,13 @@ def source(function: Any) -> str | None:
         return None
 
 
-def fingerprint(function: Any, sources: dict[Any, str | None] | None = None) -> str | None:
+def fingerprint(function: Any) -> str | None:
     """CRC-32 of a function's source and of the functions of its module that it names; None without source."""
-    sources = {} if sources is None else sources  # a cache of function -> source, shared by callers
     module = sys.modules.get(getattr(function, "__module__", None) or "")
     found, pending = [], [function]
     while pending:
         current = pending.pop()
-        if current not in sources:
-            sources[current] = source(current)
-        text = sources[current]
+        text = source(current)
         if text is None:
             return None
         if text in found:
@@ -297,9 +298,64 @@ def _metadatum_difference(cls: Any, build: Callable[..., Any]) -> str | None:
     return None
 
 
+def _judge_function(name: str) -> Callable[[Any], str | None]:
+    def judge(own: Any) -> str | None:
+        if fingerprint(own) not in KNOWN_FINGERPRINTS[name]:
+            return "its code is not one fastcommon's suite ran against"
+        return _first_difference(name, own, getattr(chosen, name))
+
+    return judge
+
+
+def _judge_metadatum(own: Any) -> str | None:
+    if why := _metadatum_class_difference(own):
+        return why
+    return _metadatum_difference(own, chosen.MetadatumConstructor(own))  # a constructor of the gate's own
+
+
+@dataclasses.dataclass(frozen=True)
+class Replaceable:
+    """One thing of grpc's that fastcommon may replace: where it lives, what replaces it, how it is judged."""
+
+    name: str  # what patch() returns and is_patched() takes: the attribute's name in its home module
+    home: str  # the grpc module it lives in
+    needs: str  # what the implementation must have to offer a replacement at all
+    judge: Callable[[Any], str | None]  # why grpc's own (given) must stay, or None when it may be replaced
+    make: Callable[[Any], Any]  # what replaces grpc's own (given)
+    make_counted: Callable[[Any], Any] | None  # the same, counting its calls in C (--report); None: no such twin
+
+
+def _function(name: str) -> Replaceable:
+    counted = getattr(chosen, f"counted_{name}", None)
+    return Replaceable(
+        name,
+        "grpc._common",
+        name,
+        _judge_function(name),
+        lambda own: getattr(chosen, name),
+        None if counted is None else lambda own: counted,
+    )
+
+
+REPLACEABLES = (
+    *(_function(name) for name in FUNCTIONS),
+    Replaceable(
+        METADATUM,
+        "grpc._cython.cygrpc",
+        "MetadatumConstructor",
+        _judge_metadatum,
+        lambda own: chosen.MetadatumConstructor(own),
+        lambda own: chosen.MetadatumConstructor(own, counted=True),
+    ),
+)
+BY_NAME = {replaceable.name: replaceable for replaceable in REPLACEABLES}
+NAMES = tuple(BY_NAME)
+HOMES = {replaceable.name: replaceable.home for replaceable in REPLACEABLES}
+
+
 def not_offered(name: str) -> str | None:
     """Why this installation of fastcommon has nothing for ``name`` (grpc's own then stays, unwarned); or None."""
-    if name != METADATUM or hasattr(chosen, OURS[name]):
+    if hasattr(chosen, BY_NAME[name].needs):
         return None
     if chosen is common:
         return "fastcommon runs pure Python here, which builds it no faster than grpc"
@@ -314,38 +370,28 @@ def grpc_modules() -> dict[str, types.ModuleType]:
         raise ImportError("fastcommon.patch() needs grpcio, which is not installed: pip install grpcio") from exc
 
 
-def grpc_object(name: str) -> Any:
-    """What grpc has under ``name`` now, in its home module."""
-    return getattr(grpc_modules()[HOMES[name]], name)
+def grpc_own(name: str, modules: dict[str, types.ModuleType] | None = None) -> Any:
+    """grpc's own object for ``name``: what grpc has there now, or the original where fastcommon's is in place."""
+    current = getattr((grpc_modules() if modules is None else modules)[HOMES[name]], name)
+    installed = _installed.get(name)
+    return installed[0] if installed is not None and current is installed[1] else current
 
 
 def assess(modules: dict[str, types.ModuleType] | None = None) -> dict[str, str | None]:
-    """For each name, why fastcommon must leave grpc's own in place, or None if it may replace it."""
+    """For each name, why fastcommon must leave grpc's own in place, or None if it may replace it. Changes nothing."""
     modules = grpc_modules() if modules is None else modules
-    verdicts: dict[str, str | None] = {}
-    sources: dict[Any, str | None] = {}
-    for name in NAMES:
-        original = getattr(modules[HOMES[name]], name)
-        if why_not := not_offered(name):
-            verdicts[name] = why_not
-        elif name == METADATUM:
-            chosen.set_metadatum_class(original)
-            verdicts[name] = _metadatum_class_difference(original) or _metadatum_difference(
-                original, chosen.new_metadatum
-            )
-        elif fingerprint(original, sources) not in KNOWN_FINGERPRINTS[name]:
-            verdicts[name] = "its code is not one fastcommon's suite ran against"
-        else:
-            verdicts[name] = _first_difference(name, original, getattr(chosen, name))
-    return verdicts
+    return {
+        replaceable.name: not_offered(replaceable.name) or replaceable.judge(grpc_own(replaceable.name, modules))
+        for replaceable in REPLACEABLES
+    }
 
 
 def grpcio_version() -> str:
     return str(getattr(sys.modules.get("grpc"), "__version__", "unknown"))
 
 
-def install(replacement: Callable[[str], Callable[..., Any]]) -> tuple[str, ...]:
-    """Put ``replacement(name)`` into grpc for each name that passes the gates; warn about those refused."""
+def install(replacement: Callable[[Replaceable, Any], Any]) -> tuple[str, ...]:
+    """Put ``replacement(replaceable, grpc's own)`` wherever the gate allows; warn of those it refused."""
     modules = grpc_modules()
     with _lock:
         if _installed:
@@ -354,10 +400,9 @@ def install(replacement: Callable[[str], Callable[..., Any]]) -> tuple[str, ...]
         replaced = tuple(name for name in NAMES if verdicts[name] is None)
         for name in replaced:
             module = modules[HOMES[name]]
-            original, ours = getattr(module, name), replacement(name)
-            if name == METADATUM:
-                chosen.set_metadatum_class(original)
-            _installed[name] = (original, ours)
+            own = getattr(module, name)
+            ours = replacement(BY_NAME[name], own)
+            _installed[name] = (own, ours)
             setattr(module, name, ours)
     refused = [f"{HOMES[name]}.{name} ({why})" for name, why in verdicts.items() if why and not not_offered(name)]
     if refused:
@@ -371,8 +416,8 @@ def install(replacement: Callable[[str], Callable[..., Any]]) -> tuple[str, ...]
 
 
 def patch() -> tuple[str, ...]:
-    """Put fastcommon's into grpc wherever grpc's own behave the same (both gates); return the names replaced."""
-    return install(lambda name: getattr(chosen, OURS[name]))
+    """Put fastcommon's into grpc wherever grpc's own behave the same (the gate); return the names replaced."""
+    return install(lambda replaceable, own: replaceable.make(own))
 
 
 def unpatch() -> tuple[str, ...]:
@@ -388,9 +433,27 @@ def unpatch() -> tuple[str, ...]:
         return tuple(restored)
 
 
-def original(name: str) -> Callable[..., Any]:
-    """grpc's own object that fastcommon replaced; KeyError if it replaced none by that name."""
-    return _installed[name][0]
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """grpc's own in place for a ``with`` block; then what fastcommon had put in, put back where grpc's still is."""
+    with _lock:
+        taken = dict(_installed)
+    unpatch()
+    try:
+        yield
+    finally:
+        with _lock:
+            if not _installed:  # the block left nothing of its own in place
+                for name, (own, ours) in taken.items():
+                    module = sys.modules[HOMES[name]]
+                    if getattr(module, name) is own:
+                        setattr(module, name, ours)
+                        _installed[name] = (own, ours)
+
+
+def installed(name: str) -> tuple[Any, Any]:
+    """(grpc's own, fastcommon's) for a name fastcommon replaced; KeyError if it replaced none by that name."""
+    return _installed[name]
 
 
 def is_patched(name: str | None = None) -> bool:
