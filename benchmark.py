@@ -6,12 +6,13 @@
     python benchmark.py --messages           # messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, the wrapper's share
     python benchmark.py -o results.json      # then: python -m pyperf compare_to a.json b.json --table
     python benchmark.py --rpc                # end to end: time and CPU per RPC, stock against patched; the ceiling
-    python benchmark.py --plot DIR [a.json ...]  # charts, of this run or of saved ones (pip install ".[plot]")
+    python benchmark.py --plot DIR [a.json ...]  # charts, of this run or of saved ones (pip install matplotlib)
 
 The parts live in benchmarks/; the echo service, shared with the tests, in grpc_echo/.
 """
 
 import argparse
+import os
 import sys
 
 OPTIONS_WITH_A_FILE = ("-o", "--output", "--append")
@@ -98,4 +99,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `python benchmark.py --help | head -1`: the reader has gone; end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

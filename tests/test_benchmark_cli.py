@@ -33,3 +33,34 @@ def test_a_results_file_it_cannot_read_is_one_line_and_status_1(tmp_path, conten
     assert result.returncode == 1 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith("python benchmark.py --plot: cannot read results.json: ")
+
+
+def test_a_closed_pipe_ends_the_help_quietly(tmp_path):
+    reader, writer = os.pipe()
+    os.close(reader)  # as `python benchmark.py --help | head -1` once head has gone
+    try:
+        result = subprocess.run(
+            [sys.executable, BENCHMARK, "--help"], cwd=tmp_path, stdout=writer, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (1, "")
+
+
+def test_plot_without_matplotlib_names_an_install_that_keeps_an_editable_one(tmp_path):
+    blocker = tmp_path / "no_matplotlib"
+    blocker.mkdir()
+    (blocker / "matplotlib.py").write_text("raise ImportError('matplotlib is blocked for this test')\n")
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    (tmp_path / "results.json").write_text("{}")
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from benchmarks import plot; plot.pyplot()"
+    result = subprocess.run(
+        [sys.executable, "-c", code, os.path.dirname(BENCHMARK)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr == "--plot needs matplotlib, which is not installed: pip install matplotlib\n"

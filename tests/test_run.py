@@ -129,21 +129,45 @@ def test_signals_end_the_program_as_with_plain_python(script, tmp_path, signum):
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([], "give a script or -m MODULE to run"),
-        (["--report"], "give a script or -m MODULE to run"),
+        ([], "give a program to run: a file, -m MODULE, -c CODE or -"),
+        (["--report"], "give a program to run"),
         (["--bogus", "app.py"], "unrecognized arguments: --bogus"),
-        (["missing.py"], "can't open file 'missing.py'"),
-        (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
-        (["-m", "no_such_package.module"], "no module named 'no_such_package.module'"),
         (["-m"], "argument -m: expected one argument"),
+        (["-c"], "argument -c: expected one argument"),
     ],
 )
 def test_bad_usage_exits_2_with_a_short_message(tmp_path, args, message):
     result = fastcommon_run(*args, cwd=tmp_path)
     assert result.returncode == 2
     usage, error = result.stderr.splitlines()  # the subcommand's usage, then one line naming it
-    assert usage == "usage: python -m fastcommon run [-h] [--report] (script.py | -m MODULE) [args ...]"
+    assert usage == "usage: python -m fastcommon run [-h] [--report] (file | -m MODULE | -c CODE | -) [args ...]"
     assert error.startswith("python -m fastcommon run: error: ") and message in error
+
+
+PROGRAMS = {  # what python takes as a program, and what it refuses in its own words: (arguments, stdin)
+    "a folder with __main__.py": (["folder", "x"], None),
+    "a folder without": (["empty"], None),
+    "a missing file": (["missing.py"], None),
+    "a missing module": (["-m", "no_such_module_here"], None),
+    "a missing submodule": (["-m", "pkg.no_such_module"], None),
+    "code": (["-c", "import sys; print(sys.argv)", "x", "-m"], None),
+    "attached code": (["-cimport sys; print(sys.argv)", "y"], None),
+    "stdin": (["-", "a", "--port"], "import sys; print('from stdin', sys.argv)"),
+}
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_the_program_is_what_python_takes_and_its_refusals_are_pythons(tmp_path, launch, program):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "__main__.py").write_text("import sys\nprint('folder', sys.argv)\nsys.exit(4)\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    args, stdin = PROGRAMS[program]
+    run = python(*launch, "run", *args, cwd=tmp_path, input=stdin)
+    plain = python(*args, cwd=tmp_path, input=stdin)
+    assert (run.returncode, run.stdout, program_stderr(run)) == (plain.returncode, plain.stdout, program_stderr(plain))
+    assert plain.stdout or plain.stderr, "python ran it, or refused it"
 
 
 ARGV = json.dumps  # what the program prints: its sys.argv[1:]
@@ -210,7 +234,7 @@ def test_help_describes_and_gives_examples(tmp_path, command):
     assert "``" not in result.stdout and "\nexamples:\n" in result.stdout
     assert "  python -m fastcommon run -m mycompany.server --port 50051\n" in result.stdout
     if command:
-        assert result.stdout.startswith("usage: python -m fastcommon run [-h] [--report] (script.py | -m MODULE)")
+        assert result.stdout.startswith("usage: python -m fastcommon run [-h] [--report] (file | -m MODULE | -c CODE")
 
 
 def test_a_closed_pipe_ends_the_status_quietly(tmp_path):

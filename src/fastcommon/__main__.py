@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import platform
 import sys
@@ -51,47 +50,45 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="run a program with grpc patched in each of its processes",
         description=RUN_DESCRIPTION,
         formatter_class=formatter,
-        usage="python -m fastcommon run [-h] [--report] (script.py | -m MODULE) [args ...]",
+        usage="python -m fastcommon run [-h] [--report] (file | -m MODULE | -c CODE | -) [args ...]",
     )
     run_parser.add_argument(
         "--report", action="store_true", help="each patched process prints its calls and the time saved as it exits"
     )
     run_parser.add_argument("-m", metavar="MODULE", dest="module_help", help="run a module, as python -m does")
-    run_parser.add_argument("args", nargs="*", help="the script (unless -m) and the program's arguments")
+    run_parser.add_argument("-c", metavar="CODE", dest="code_help", help="run code, as python -c does")
+    run_parser.add_argument("args", nargs="*", help="the file or - (stdin), unless -m or -c; the program's arguments")
     return parser, run_parser
 
 
+PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
+
+
 def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
-    """fastcommon's own options, and the program as python takes it: [script, args...] or [-m, module, args...]."""
+    """fastcommon's own options, and the program as python takes it: [file, args...], [-m, module, args...], ..."""
     for i, arg in enumerate(argv):
         if arg == "--":
             return argv[:i], argv[i + 1 :]
-        if arg == "-m":
+        if arg in PROGRAM_OPTIONS or arg == "-":
             return argv[:i], argv[i:]
-        if arg.startswith("-m") and not arg.startswith("--"):  # -mpkg.mod, as python accepts it
-            return argv[:i], ["-m", arg[2:], *argv[i + 1 :]]
+        if arg[:2] in PROGRAM_OPTIONS:  # -mpkg.mod, -ccode, as python accepts them
+            return argv[:i], [arg[:2], arg[2:], *argv[i + 1 :]]
         if not arg.startswith("-"):
             return argv[:i], argv[i:]
     return argv, []
 
 
 def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
-    """Run a script or module under plain python, with every Python process of it adopted."""
+    """Run a program under plain python, with every Python process of it adopted."""
     options, program = split_program(argv)
     report = run_parser.parse_args(options).report
     if sys.flags.ignore_environment or sys.flags.no_site:
         run_parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
     if not program:
-        run_parser.error("give a script or -m MODULE to run")
-    if program[0] == "-m":
-        if len(program) == 1:
-            run_parser.error("argument -m: expected one argument")
-        # Only the top-level name is looked up here: finding pkg.mod would import pkg in this process.
-        if importlib.util.find_spec(program[1].partition(".")[0]) is None:
-            run_parser.error(f"no module named {program[1]!r}")
-    elif not os.path.isfile(program[0]):
-        run_parser.error(f"can't open file {program[0]!r}: no such file")
-    _adoption.launch(program, report=report)
+        run_parser.error("give a program to run: a file, -m MODULE, -c CODE or -")
+    if program == ["-m"] or program == ["-c"]:
+        run_parser.error(f"argument {program[0]}: expected one argument")
+    _adoption.launch(program, report=report)  # python runs it, or says why not, as it would without fastcommon
 
 
 def show_status() -> None:

@@ -1,0 +1,146 @@
+"""Call sequences that once killed the interpreter, each in a process of its own: exit 0 and the right answer.
+
+Each runs compiled and pure (FASTCOMMON_PURE_PYTHON=1). Status 139 (SIGSEGV) was the answer before
+the class a metadata entry constructor builds became its own, checked at the C boundary.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import NEEDS_GRPCIO, load_implementation
+
+pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# What `python -m fastcommon check` answers, by way of runpy, as a CI step in a patched process would run it.
+CHECK = """
+import contextlib, io, runpy, sys
+
+def check():
+    out = io.StringIO()
+    sys.argv = ["fastcommon", "check"]
+    with contextlib.redirect_stdout(out):
+        try:
+            runpy.run_module("fastcommon", run_name="__main__")
+        except SystemExit as exit:
+            return exit.code, out.getvalue()
+"""
+
+
+@pytest.fixture(params=["compiled", "pure"])
+def environ(request):
+    if request.param == "compiled":
+        load_implementation("fast_common")
+        return {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    return {**os.environ, "PYTHONPATH": PROJECT_DIR, "FASTCOMMON_PURE_PYTHON": "1"}
+
+
+def python(*args, environ, status=0):
+    result = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=environ, cwd=PROJECT_DIR, timeout=300
+    )
+    assert result.returncode == status, result.stderr[-3000:]
+    return result
+
+
+def answer(code, environ):
+    return json.loads(python("-c", textwrap.dedent(code), environ=environ).stdout.splitlines()[-1])
+
+
+def test_check_in_a_patched_process_then_a_metadata_entry(environ):
+    before, during, after, entry = answer(
+        CHECK
+        + """
+import json
+import fastcommon
+from grpc._cython import cygrpc
+
+before = check()
+fastcommon.patch()
+during = check()
+entry = cygrpc._Metadatum("k", "v")  # built by what patch() put into grpc, after check judged it
+entry = [type(entry).__name__, list(entry), entry.key]
+fastcommon.unpatch()
+print(json.dumps([before, during, check(), entry]))
+""",
+        environ,
+    )
+    assert before == during == after
+    assert entry == ["_Metadatum", ["k", "v"], "k"]
+    assert before[0] == (0 if "FASTCOMMON_PURE_PYTHON" not in environ else 1)
+
+
+def test_assess_in_a_patched_process_then_an_rpc_with_a_header(environ, stubs):
+    stubs_dir = os.path.dirname(stubs[0].__file__)
+    [reply] = answer(
+        f"""
+import json, grpc
+import fastcommon
+from fastcommon import _patching
+from grpc_echo import echo_server, import_stubs
+
+pb2, pb2_grpc = import_stubs({stubs_dir!r})
+with echo_server(pb2, pb2_grpc) as address, grpc.insecure_channel(address) as channel:
+    fastcommon.patch()
+    _patching.assess()
+    reply = pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="metadata"), metadata=(("x-one", "header"),))
+    fastcommon.unpatch()
+print(json.dumps([reply.text]))
+""",
+        environ,
+    )
+    assert reply == "x-one='header'"
+
+
+def test_every_callable_of_the_compiled_module_refuses_what_it_cannot_use():
+    load_implementation("fast_common")
+    answered = answer(
+        """
+import collections, json
+from fastcommon import fast_common
+from grpc._cython import cygrpc
+
+odd = [(), (None,), (len,), (tuple,), (int,), (object(),), (None, None), (1, 2, 3), ("k", "v"), (b"",)]
+odd += [(collections.namedtuple("N", "a b"),), (type("T", (tuple,), {}),), (cygrpc._Metadatum, "extra")]
+answered = {}
+callables = {name: value for name, value in vars(fast_common).items() if callable(value) and name[:2] != "__"}
+if hasattr(fast_common, "MetadatumConstructor"):
+    callables["a constructor of grpc's class"] = fast_common.MetadatumConstructor(cygrpc._Metadatum)
+for name, function in sorted(callables.items()):
+    for args in odd:
+        for kwargs in ({}, {"counted": True}, {"key": "k", "value": "v"}):
+            try:
+                function(*args, **kwargs)
+            except Exception as exc:
+                answered[type(exc).__name__] = answered.get(type(exc).__name__, 0) + 1
+print(json.dumps([sorted(callables), answered]))
+""",
+        {**os.environ, "PYTHONPATH": PROJECT_DIR},
+    )
+    names, raised = answered
+    assert "set_metadatum_class" not in names and "new_metadatum" not in names  # the global they shared is gone
+    assert raised["TypeError"] > 0  # refused, not crashed
+
+
+@pytest.mark.parametrize("report", [[], ["--report"]], ids=["run", "run --report"])
+def test_check_answers_the_same_in_a_process_adopted_by_run(environ, report):
+    status = 1 if "FASTCOMMON_PURE_PYTHON" in environ else 0  # pure Python buys nothing: check says so
+    plain = python("-m", "fastcommon", "check", environ=environ, status=status)
+    adopted = python("-m", "fastcommon", "run", *report, "-m", "fastcommon", "check", environ=environ, status=status)
+    assert adopted.stdout == plain.stdout and plain.stdout.startswith("fastcommon check: ")
+
+
+@pytest.mark.parametrize("report", [[], ["--report"]], ids=["run", "run --report"])
+def test_the_documented_run_of_the_suite_passes_in_a_checkout(environ, report):
+    # docs/adoption.md: python -m fastcommon run --report -m pytest -q tests (here the module that crashed)
+    result = python(
+        "-m", "fastcommon", "run", *report, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_metadatum.py",
+        environ={**environ, "HYPOTHESIS_PROFILE": "dev"},
+    )  # fmt: skip
+    assert " passed" in result.stdout.splitlines()[-1]
+    assert ("fastcommon --report, process " in result.stderr) == bool(report)
