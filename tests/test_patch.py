@@ -101,15 +101,17 @@ def test_patched_context_manager_restores_on_error():
     assert_stock()
 
 
-def test_unpatch_leaves_a_later_patch_by_someone_else_alone(monkeypatch):
+def test_unpatch_leaves_a_later_patch_by_someone_else_alone_and_keeps_grpcs_own():
     fastcommon.patch()
-    theirs = lambda s: s  # noqa: E731
+    ours = grpc_common.encode
+    theirs = lambda s: ours(s)  # noqa: E731  (another library, wrapping what it found)
     grpc_common.encode = theirs
-    try:
-        assert fastcommon.unpatch() == ("decode", "serialize", "deserialize", *METADATUM_TOO)
-        assert grpc_common.encode is theirs and not fastcommon.is_patched()
-    finally:
-        grpc_common.encode = GRPC_ORACLE["encode"]
+    assert fastcommon.unpatch() == ("decode", "serialize", "deserialize", *METADATUM_TOO)
+    assert grpc_common.encode is theirs
+    assert fastcommon.is_patched() and fastcommon.is_patched("encode")  # grpc's own is not forgotten
+    grpc_common.encode = ours  # the other library unwraps
+    assert fastcommon.unpatch() == ("encode",)
+    assert_stock()
 
 
 @pytest.mark.parametrize("log_threads", [True, False])

@@ -421,34 +421,38 @@ def patch() -> tuple[str, ...]:
 
 
 def unpatch() -> tuple[str, ...]:
-    """Put grpc's own back where fastcommon's still are; return the names restored."""
+    """Put grpc's own back where fastcommon's still are; return the names restored.
+
+    Where another library has since replaced fastcommon's, its replacement stays, and grpc's own is kept
+    for a later unpatch(), once fastcommon's is back in place: it is never lost.
+    """
     with _lock:
         restored = []
-        for name, (original, ours) in _installed.items():
+        for name, (own, ours) in list(_installed.items()):
             module = sys.modules.get(HOMES[name])
-            if module is not None and getattr(module, name) is ours:  # never undo someone else's later patch
-                setattr(module, name, original)
+            if module is not None and getattr(module, name) is ours:
+                setattr(module, name, own)
+                del _installed[name]
                 restored.append(name)
-        _installed.clear()
         return tuple(restored)
 
 
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
-    """grpc's own in place for a ``with`` block; then what fastcommon had put in, put back where grpc's still is."""
+    """grpc's own in place for a ``with`` block; then fastcommon's put back where grpc's own still is."""
     with _lock:
         taken = dict(_installed)
-    unpatch()
+    restored = unpatch()
     try:
         yield
     finally:
         with _lock:
-            if not _installed:  # the block left nothing of its own in place
-                for name, (own, ours) in taken.items():
-                    module = sys.modules[HOMES[name]]
-                    if getattr(module, name) is own:
-                        setattr(module, name, ours)
-                        _installed[name] = (own, ours)
+            for name in restored:
+                own, ours = taken[name]
+                module = sys.modules[HOMES[name]]
+                if name not in _installed and getattr(module, name) is own:
+                    setattr(module, name, ours)
+                    _installed[name] = (own, ours)
 
 
 def installed(name: str) -> tuple[Any, Any]:
