@@ -23,6 +23,11 @@ except ImportError:
     from fastcommon import common as _oracle_module
 
 FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # what the tests expect, written out
+METADATA_METHODS = (
+    "Metadata.__init__", "Metadata.add", "Metadata.from_tuple", "Metadata._create", "Metadata.__iter__",
+    "Metadata.__len__", "Metadata.__getitem__", "Metadata.get", "Metadata.get_all", "Metadata.__contains__",
+    "Metadata.__setitem__", "_BaseMultiCallable._init_metadata",
+)  # fmt: skip
 if _oracle_module.__name__ == "grpc._common":
     # grpc's own objects are the oracle, taken before any test can patch grpc. Under `python -m fastcommon
     # run -m pytest` grpc is patched as soon as it is imported; its own are then the ones fastcommon replaced.
@@ -30,6 +35,8 @@ if _oracle_module.__name__ == "grpc._common":
 
     GRPC_ORACLE = {name: _patching.grpc_own(name) for name in FUNCTIONS}
     GRPC_METADATUM = _patching.grpc_own("_Metadatum")  # grpc's metadata entry class
+    # grpc.aio's Metadata methods and _init_metadata, as their classes hold them; those this grpcio has.
+    GRPC_METADATA_OWNS = {name: own for name in METADATA_METHODS if (own := _patching.grpc_own(name)) is not None}
     assert all(function.__module__ == "grpc._common" for function in GRPC_ORACLE.values()), GRPC_ORACLE
 else:
     GRPC_ORACLE = {name: getattr(_oracle_module, name) for name in FUNCTIONS}
@@ -63,10 +70,13 @@ def abi3_build():
 
 
 def expected_patch():
-    """What patch() replaces on stock grpc, from the build's facts: a per-version compiled build adds _Metadatum."""
+    """What patch() replaces on stock grpc, from the build's facts: the compiled module adds the metadata entry
+    (not in a Limited API build, which cannot know a tuple's layout) and the Metadata methods this grpcio has."""
     import fastcommon
 
-    return FUNCTIONS + (("_Metadatum",) if fastcommon.IMPLEMENTATION == "cython" and not abi3_build() else ())
+    if fastcommon.IMPLEMENTATION != "cython":
+        return FUNCTIONS
+    return FUNCTIONS + (() if abi3_build() else ("_Metadatum",)) + tuple(GRPC_METADATA_OWNS)
 
 
 def pytest_report_header():

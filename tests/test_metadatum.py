@@ -161,7 +161,7 @@ def test_a_class_grpc_changed_stays_grpcs_with_one_warning(monkeypatch, change):
     with pytest.warns(fastcommon.FastcommonWarning) as warned:
         replaced = fastcommon.patch()
     fastcommon.unpatch()
-    assert replaced == expected_patch()[:4] and len(warned) == 1
+    assert replaced == tuple(name for name in expected_patch() if name != "_Metadatum") and len(warned) == 1
     message = str(warned[0].message)
     assert "grpc._cython.cygrpc._Metadatum (it is not the namedtuple fastcommon builds (it lacks: " in message
     assert lacking in message.split("it lacks: ")[1]

@@ -12,7 +12,7 @@ from conftest import NEEDS_GRPCIO
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 from changed_grpc import MADE_UP_CHANGES, decode_with_an_unprobed_branch, zero_copy_deserialize
-from conftest import FUNCTIONS, GRPC_METADATUM, GRPC_ORACLE, expected_patch
+from conftest import FUNCTIONS, GRPC_METADATA_OWNS, GRPC_METADATUM, GRPC_ORACLE, METADATA_METHODS, expected_patch
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 from helpers import captured_grpc_records
@@ -30,6 +30,8 @@ def assert_stock():
     for name in NAMES:
         assert getattr(grpc_common, name) is GRPC_ORACLE[name]
     assert cygrpc._Metadatum is GRPC_METADATUM
+    for name, own in GRPC_METADATA_OWNS.items():
+        assert _patching.in_grpc(name) is own
 
 
 def trust(monkeypatch, name, function):
@@ -291,7 +293,13 @@ def status_lines(capsys):
 def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch, capsys):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     lines = status_lines(capsys)
-    assert sorted(lines) == sorted([*(f"grpc._common.{name}" for name in NAMES), "grpc._cython.cygrpc._Metadatum"])
+    assert sorted(lines) == sorted(
+        [
+            *(f"grpc._common.{name}" for name in NAMES),
+            "grpc._cython.cygrpc._Metadatum",
+            *(f"{_patching.HOMES[name]}.{name}" for name in METADATA_METHODS),
+        ]
+    )
     replaces = "patch() replaces it"
     if fastcommon.IMPLEMENTATION == "python":
         replaces += ", which buys nothing: fastcommon runs pure Python here"

@@ -18,7 +18,7 @@ import threading
 import warnings
 
 import pytest
-from conftest import GRPC_METADATUM, GRPC_ORACLE, NEEDS_GRPCIO
+from conftest import GRPC_METADATA_OWNS, GRPC_METADATUM, GRPC_ORACLE, NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -37,8 +37,8 @@ except ImportError:  # a pure build: the compiled module's rules do not run
     fast_common = None
 
 HEADERS = (("x-state", "machine"), ("x-blob-bin", b"\x00\xff"), ("x-state", "again"))
-NAMES = _patching.NAMES
-GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM}
+NAMES = tuple(name for name in _patching.NAMES if _patching.grpc_own(name) is not None)  # what this grpcio has
+GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_OWNS}
 ODD = st.one_of(
     st.none(),
     st.integers(),
@@ -53,13 +53,17 @@ ODD = st.one_of(
 EXAMPLES = int(os.environ.get("FASTCOMMON_STATE_MACHINE_EXAMPLES", "20"))
 
 
-def home(name):
-    return _patching.grpc_modules()[_patching.HOMES[name]]
-
-
 def in_grpc():
-    """What grpc has now under every name fastcommon may replace."""
-    return {name: getattr(home(name), name) for name in NAMES}
+    """What grpc has now under every name fastcommon may replace (a class's own entry, for a method)."""
+    return {name: _patching.in_grpc(name) for name in NAMES}
+
+
+def wrapping(there):
+    """What another library puts in place of ``there`` (a function, or a class's classmethod or staticmethod)."""
+    if isinstance(there, (classmethod, staticmethod)):
+        inner = there.__func__
+        return type(there)(lambda *args, **kwargs: inner(*args, **kwargs))
+    return lambda *args, **kwargs: there(*args, **kwargs)
 
 
 def ours(name):
@@ -217,7 +221,7 @@ class Fastcommon(RuleBasedStateMachine):
         if name == "a constructor" and hasattr(fast_common, "MetadatumConstructor"):
             function = fast_common.MetadatumConstructor(GRPC_METADATUM, counted=counted)
         elif name == "grpc's _Metadatum now":
-            function = home("_Metadatum")._Metadatum
+            function = _patching.in_grpc("_Metadatum")
         else:
             function = getattr(fast_common, name, None)
         if function is None:
@@ -238,20 +242,17 @@ class Fastcommon(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES))
     def another_library_wraps(self, name):
-        there = getattr(home(name), name)
-
-        def wrapper(*args, **kwargs):
-            return there(*args, **kwargs)
-
-        setattr(home(name), name, wrapper)
+        there = _patching.in_grpc(name)
+        wrapper = wrapping(there)
+        setattr(*_patching.place(name), wrapper)
         self.wrappers.append((name, there, wrapper))
 
     @precondition(lambda self: self.wrappers)
     @rule()
     def another_library_unwraps(self):
         name, there, wrapper = self.wrappers.pop()
-        if getattr(home(name), name) is wrapper:  # as fastcommon does: never undo someone else's later patch
-            setattr(home(name), name, there)
+        if _patching.in_grpc(name) is wrapper:  # as fastcommon does: never undo someone else's later patch
+            setattr(*_patching.place(name), there)
 
     # ---------------------------------------------------------------- threads and fork
 
@@ -327,7 +328,7 @@ class Fastcommon(RuleBasedStateMachine):
         left = in_grpc(), fastcommon.is_patched()
         if left != (GRPCS_OWN, False):  # the next example starts on stock grpc whatever happened; this one fails
             for name, own in GRPCS_OWN.items():
-                setattr(home(name), name, own)
+                setattr(*_patching.place(name), own)
             _patching._installed.clear()
         assert left == (GRPCS_OWN, False)
 

@@ -35,6 +35,7 @@ import inspect
 import linecache
 import logging
 import sys
+import textwrap
 import threading
 import types
 import warnings
@@ -48,15 +49,29 @@ from ._implementation import FastcommonWarning, chosen
 FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # grpc._common's
 METADATUM = "_Metadatum"  # grpc._cython.cygrpc's metadata entry class, which grpc's core calls per entry
 
-# The fingerprints of grpc._common's functions in the grpcio releases the tests run against, and
-# those releases (grpc removed an `else:` in 1.76: new source, same behaviour). `python -m fastcommon`
-# prints those of the installed grpcio; add one here only after the whole suite passes against it.
-_OLDER, _NEWER = ("1.62.3", "1.73.1"), ("1.80.1", "1.85.1")
+# The fingerprints of the grpc code fastcommon replaces, in the grpcio releases the tests run against,
+# and those releases (grpc removed an `else:` from encode in 1.76; it retyped the aio methods over the
+# years: new source, the same behaviour). `python -m fastcommon` prints those of the installed grpcio;
+# add one here only after the whole suite passes against it.
+_V62, _V73, _V80, _V85 = "1.62.3", "1.73.1", "1.80.1", "1.85.1"
+_OLDER, _NEWER = (_V62, _V73), (_V80, _V85)
 KNOWN_FINGERPRINTS: dict[str, dict[str, tuple[str, ...]]] = {
     "encode": {"710f6335": _OLDER, "17a1c983": _NEWER},
     "decode": {"db853f30": _OLDER + _NEWER},
     "serialize": {"0ebf1e2d": _OLDER, "aaa13f13": _NEWER},
     "deserialize": {"581b882d": _OLDER, "75deb5cd": _NEWER},
+    "Metadata.__init__": {"0c3ca982": _OLDER, "c0b7a426": _NEWER},
+    "Metadata.add": {"a4ec3e50": _OLDER + _NEWER},
+    "Metadata.from_tuple": {"a962fb3f": _OLDER, "558a678c": (_V80,), "5c41a6b4": (_V85,)},
+    "Metadata._create": {"cf0997c4": (_V80,), "7d36eb57": (_V85,)},  # none before 1.80
+    "Metadata.__iter__": {"d918319d": _OLDER + _NEWER},
+    "Metadata.__len__": {"4002ca69": _OLDER + _NEWER},
+    "Metadata.__getitem__": {"17da657c": _OLDER, "3876e14a": _NEWER},
+    "Metadata.get": {"aa9634dd": (_V73,), "2f86d154": _NEWER},  # 1.62's is abc.Mapping's
+    "Metadata.get_all": {"8c76ad9b": (_V62, _V73, _V80), "c628ab52": (_V85,)},
+    "Metadata.__contains__": {"c4d51529": (_V62, _V73, _V80), "7a574fc8": (_V85,)},
+    "Metadata.__setitem__": {"cad00d08": _OLDER + _NEWER},
+    "_BaseMultiCallable._init_metadata": {"478d5c4b": _OLDER, "0bb5050f": (_V80,), "289438a0": (_V85,)},
 }
 TESTED_GRPCIO = _OLDER + _NEWER  # what the gate's warning names
 
@@ -66,25 +81,37 @@ _lock = threading.Lock()
 
 @functools.lru_cache(maxsize=64)
 def source(function: Any) -> str | None:
-    """A function's source text, as inspect.getsource gives it; None when there is none."""
-    # inspect.getsource tokenizes in Python (0.1 ms a function before CPython 3.12). For a
-    # module-level function, parsing its lines up to the next top-level definition gives the same
-    # text at a third of the cost; anything that does not parse that way falls back to inspect.
+    """A function's source text, as inspect.getsource gives it (decorators included); None when there is none."""
+    # inspect.getsource tokenizes in Python (0.1 ms a function before CPython 3.12). Parsing the function's
+    # own lines (up to the next definition at its indentation, or less), dedented, gives the same text at a
+    # third of the cost; anything that does not parse that way falls back to inspect.
     try:
         code = function.__code__
         lines = linecache.getlines(code.co_filename)
-        first = code.co_firstlineno - 1
-        starts = ("def ", "async def ", "class ", "@")
-        end = next((i for i in range(first + 1, len(lines)) if lines[i].startswith(starts)), len(lines))
-        node = ast.parse("".join(lines[first:end])).body[0]
+        first = code.co_firstlineno - 1  # its first decorator, if it has any
+        indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+        header = next(i for i in range(first, len(lines)) if lines[i].lstrip().startswith(("def ", "async def ")))
+        end = next(
+            (i for i in range(header + 1, len(lines)) if lines[i].strip() and _ends_block(lines[i], indent)),
+            len(lines),
+        )
+        node = ast.parse(textwrap.dedent("".join(lines[first:end]))).body[0]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
             return "".join(lines[first : first + node.end_lineno])
-    except (AttributeError, SyntaxError, ValueError, IndexError):
+    except (AttributeError, SyntaxError, ValueError, IndexError, StopIteration):
         pass
     try:
         return inspect.getsource(function)
     except (OSError, TypeError):  # not a Python function, or no source on disk
         return None
+
+
+def _ends_block(line: str, indent: str) -> bool:
+    """Whether a non-blank line ends the definition indented by ``indent``: a line indented less, or the next one."""
+    if not line.startswith(indent):
+        return True
+    rest = line[len(indent) :]
+    return not rest[:1].isspace() and rest.startswith(("def ", "async def ", "class ", "@"))
 
 
 def fingerprint(function: Any) -> str | None:
@@ -313,11 +340,52 @@ def _judge_metadatum(own: Any) -> str | None:
     return _metadatum_difference(own, chosen.MetadatumConstructor(own))  # a constructor of the gate's own
 
 
+def _metadata_class() -> Any:
+    return grpc_modules()["grpc.aio._metadata"].Metadata
+
+
+def _metadata_class_difference() -> str | None:
+    """How grpc.aio's Metadata class differs from the one fastcommon's methods are made for; None if it does not."""
+    modules = grpc_modules()
+    cls = modules["grpc.aio._metadata"].Metadata
+    checks = [
+        (isinstance(cls, type) and type(cls).__call__ is type.__call__, "a class that is called as type calls one"),
+        (cls.__new__ is object.__new__, "object's __new__"),
+        (
+            cls.__getattribute__ is object.__getattribute__
+            and cls.__setattr__ is object.__setattr__
+            and not hasattr(cls, "__getattr__"),
+            "object's attribute access",
+        ),
+        (not hasattr(cls, "_metadata"), "instances that hold their own _metadata"),
+        (vars(modules["grpc.aio._metadata"]).get("OrderedDict") is collections.OrderedDict, "an OrderedDict"),
+        (vars(modules["grpc.aio._channel"]).get("Metadata") is cls, "grpc.aio._channel's Metadata"),
+    ]
+    missing = [what for holds, what in checks if not holds]
+    return (
+        f"its Metadata class is not the one fastcommon's suite ran against (it lacks: {', '.join(missing)})"
+        if missing
+        else None
+    )
+
+
+def _judge_metadata_method(name: str) -> Callable[[Any], str | None]:
+    # The probes come after, in assess(): the methods of Metadata are probed together, as they run.
+    def judge(own: Any) -> str | None:
+        if why := _metadata_class_difference():
+            return why
+        if fingerprint(getattr(own, "__func__", own)) not in KNOWN_FINGERPRINTS[name]:
+            return "its code is not one fastcommon's suite ran against"
+        return None
+
+    return judge
+
+
 @dataclasses.dataclass(frozen=True)
 class Replaceable:
     """One thing of grpc's that fastcommon may replace: where it lives, what replaces it, how it is judged."""
 
-    name: str  # what patch() returns and is_patched() takes: the attribute's name in its home module
+    name: str  # what patch() returns and is_patched() takes: its dotted path in its home module
     home: str  # the grpc module it lives in
     needs: str  # what the implementation must have to offer a replacement at all
     judge: Callable[[Any], str | None]  # why grpc's own (given) must stay, or None when it may be replaced
@@ -337,6 +405,22 @@ def _function(name: str) -> Replaceable:
     )
 
 
+def _metadata_method(name: str) -> Replaceable:
+    return Replaceable(
+        name,
+        "grpc.aio._metadata" if name.startswith("Metadata.") else "grpc.aio._channel",
+        "metadata_method",
+        _judge_metadata_method(name),
+        lambda own: chosen.metadata_method(name, own, _metadata_class()),
+        lambda own: chosen.metadata_method(name, own, _metadata_class(), counted=True),
+    )
+
+
+METADATA_METHODS = (
+    "Metadata.__init__", "Metadata.add", "Metadata.from_tuple", "Metadata._create", "Metadata.__iter__",
+    "Metadata.__len__", "Metadata.__getitem__", "Metadata.get", "Metadata.get_all", "Metadata.__contains__",
+    "Metadata.__setitem__", "_BaseMultiCallable._init_metadata",
+)  # fmt: skip  # grpc.aio's: what every call builds and walks
 REPLACEABLES = (
     *(_function(name) for name in FUNCTIONS),
     Replaceable(
@@ -347,19 +431,37 @@ REPLACEABLES = (
         lambda own: chosen.MetadatumConstructor(own),
         lambda own: chosen.MetadatumConstructor(own, counted=True),
     ),
+    *(_metadata_method(name) for name in METADATA_METHODS),
 )
 BY_NAME = {replaceable.name: replaceable for replaceable in REPLACEABLES}
 NAMES = tuple(BY_NAME)
 HOMES = {replaceable.name: replaceable.home for replaceable in REPLACEABLES}
 
 
-def not_offered(name: str) -> str | None:
-    """Why this installation of fastcommon has nothing for ``name`` (grpc's own then stays, unwarned); or None."""
-    if hasattr(chosen, BY_NAME[name].needs):
-        return None
-    if chosen is common:
-        return "fastcommon runs pure Python here, which builds it no faster than grpc"
-    return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
+def place(name: str, modules: dict[str, types.ModuleType] | None = None) -> tuple[Any, str]:
+    """Where ``name`` lives: the object whose own __dict__ holds it (a module, a class), and the key there."""
+    *path, attribute = name.split(".")
+    owner: Any = (grpc_modules() if modules is None else modules)[HOMES[name]]
+    for part in path:
+        owner = getattr(owner, part)
+    return owner, attribute
+
+
+def in_grpc(name: str, modules: dict[str, types.ModuleType] | None = None) -> Any:
+    """What grpc has under ``name`` now, as its owner's own __dict__ holds it (a class's classmethod, say); or None."""
+    owner, attribute = place(name, modules)
+    return vars(owner).get(attribute)
+
+
+def not_offered(name: str, modules: dict[str, types.ModuleType] | None = None) -> str | None:
+    """Why fastcommon has nothing for ``name`` here (grpc's own then stays, unwarned), or None."""
+    if not hasattr(chosen, BY_NAME[name].needs):
+        if chosen is common:
+            return "fastcommon runs pure Python here, which builds it no faster than grpc"
+        return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
+    if grpc_own(name, modules) is None:
+        return f"grpcio {grpcio_version()} has no {name} of its own"
+    return None
 
 
 def grpc_modules() -> dict[str, types.ModuleType]:
@@ -372,7 +474,7 @@ def grpc_modules() -> dict[str, types.ModuleType]:
 
 def grpc_own(name: str, modules: dict[str, types.ModuleType] | None = None) -> Any:
     """grpc's own object for ``name``: what grpc has there now, or the original where fastcommon's is in place."""
-    current = getattr((grpc_modules() if modules is None else modules)[HOMES[name]], name)
+    current = in_grpc(name, modules)
     installed = _installed.get(name)
     return installed[0] if installed is not None and current is installed[1] else current
 
@@ -380,10 +482,61 @@ def grpc_own(name: str, modules: dict[str, types.ModuleType] | None = None) -> A
 def assess(modules: dict[str, types.ModuleType] | None = None) -> dict[str, str | None]:
     """For each name, why fastcommon must leave grpc's own in place, or None if it may replace it. Changes nothing."""
     modules = grpc_modules() if modules is None else modules
-    return {
-        replaceable.name: not_offered(replaceable.name) or replaceable.judge(grpc_own(replaceable.name, modules))
+    verdicts = {
+        replaceable.name: not_offered(replaceable.name, modules)
+        or replaceable.judge(grpc_own(replaceable.name, modules))
         for replaceable in REPLACEABLES
     }
+    candidates = [name for name in METADATA_METHODS if verdicts[name] is None]
+    verdicts.update(_metadata_differences(candidates, {name: grpc_own(name, modules) for name in candidates}))
+    return verdicts
+
+
+def _metadata_probe_class(owns: dict[str, Any], replaced: list[str]) -> Any:
+    """A subclass of grpc's Metadata holding grpc's own methods, fastcommon's for those ``replaced``."""
+    cls = _metadata_class()
+    probe = type(cls.__name__, (cls,), {name.split(".")[1]: own for name, own in owns.items() if "Metadata." in name})
+    for name in replaced:
+        setattr(probe, name.split(".")[1], chosen.metadata_method(name, owns[name], probe))
+    return probe
+
+
+def _metadata_outcomes(owns: dict[str, Any], replaced: list[str]) -> list[tuple[str, Any]]:
+    """Each probe's outcome with grpc's own methods, fastcommon's for those ``replaced``."""
+    from . import _metadata_probes as probes  # the gate's, when it runs: not at import
+
+    cls = _metadata_probe_class(owns, replaced)
+    outcomes = [(label, probes.outcome(scenario, cls)) for label, scenario in probes.SCENARIOS]
+    init_metadata = "_BaseMultiCallable._init_metadata"
+    if init_metadata in owns:
+        grpc = sys.modules["grpc"]
+        own = owns[init_metadata]
+        function = chosen.metadata_method(init_metadata, own, _metadata_class()) if init_metadata in replaced else own
+        scenarios = probes.init_metadata_scenarios(
+            _metadata_class(), grpc.Compression.Gzip, grpc.Compression.NoCompression
+        )
+        outcomes += [(label, probes.outcome(scenario, function.__func__)) for label, scenario in scenarios]
+    return outcomes
+
+
+def _metadata_differences(names: list[str], owns: dict[str, Any]) -> dict[str, str | None]:
+    """The probes of grpc.aio's Metadata, fastcommon's ``names`` all together, as they run; where together they
+    differ from grpc's own, each alone, so that the verdict names the one that does (or all, if none alone)."""
+    if not names:
+        return {}
+
+    def difference(replaced: list[str]) -> str | None:
+        theirs, mine = _metadata_outcomes(owns, []), _metadata_outcomes(owns, replaced)
+        differing = (label for (label, a), (_, b) in zip(theirs, mine, strict=True) if a != b)
+        return next((f"it differs on a probe: {label}" for label in differing), None)
+
+    together = difference(names)
+    if together is None:
+        return dict.fromkeys(names)
+    alone = {name: difference([name]) for name in names}
+    if any(alone.values()):
+        return alone
+    return {name: f"{together}, with fastcommon's other Metadata methods" for name in names}
 
 
 def grpcio_version() -> str:
@@ -399,12 +552,13 @@ def install(replacement: Callable[[Replaceable, Any], Any]) -> tuple[str, ...]:
         verdicts = assess(modules)
         replaced = tuple(name for name in NAMES if verdicts[name] is None)
         for name in replaced:
-            module = modules[HOMES[name]]
-            own = getattr(module, name)
+            own = in_grpc(name, modules)
             ours = replacement(BY_NAME[name], own)
             _installed[name] = (own, ours)
-            setattr(module, name, ours)
-    refused = [f"{HOMES[name]}.{name} ({why})" for name, why in verdicts.items() if why and not not_offered(name)]
+            setattr(*place(name, modules), ours)
+    refused = [
+        f"{HOMES[name]}.{name} ({why})" for name, why in verdicts.items() if why and not not_offered(name, modules)
+    ]
     if refused:
         warnings.warn(
             f"fastcommon leaves {'; '.join(refused)} to grpc on grpcio {grpcio_version()}; "
@@ -429,9 +583,8 @@ def unpatch() -> tuple[str, ...]:
     with _lock:
         restored = []
         for name, (own, ours) in list(_installed.items()):
-            module = sys.modules.get(HOMES[name])
-            if module is not None and getattr(module, name) is ours:
-                setattr(module, name, own)
+            if in_grpc(name) is ours:
+                setattr(*place(name), own)
                 del _installed[name]
                 restored.append(name)
         return tuple(restored)
@@ -449,9 +602,8 @@ def suspended() -> Iterator[None]:
         with _lock:
             for name in restored:
                 own, ours = taken[name]
-                module = sys.modules[HOMES[name]]
-                if name not in _installed and getattr(module, name) is own:
-                    setattr(module, name, ours)
+                if name not in _installed and in_grpc(name) is own:
+                    setattr(*place(name), ours)
                     _installed[name] = (own, ours)
 
 

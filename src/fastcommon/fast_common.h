@@ -21,8 +21,123 @@
 #endif
 
 /* Calls through the counted twins, in the order of fast_common.COUNTED; a fork child inherits them. */
-static unsigned long long fastcommon_calls[5];
+#define FASTCOMMON_COUNTERS 17
+static unsigned long long fastcommon_calls[FASTCOMMON_COUNTERS];
 #define FASTCOMMON_METADATUM_COUNTER 4
+
+/* grpc.aio's Metadata: the list and tuple macros where the Limited API has only their function forms.
+   Used on lists and tuples the caller has checked (an exact list, a tuple). */
+#if defined(Py_LIMITED_API)
+#define fastcommon_list_size PyList_Size
+#define fastcommon_list_item PyList_GetItem
+#define fastcommon_tuple_size PyTuple_Size
+#define fastcommon_tuple_item PyTuple_GetItem
+#else
+#define fastcommon_list_size PyList_GET_SIZE
+#define fastcommon_list_item PyList_GET_ITEM
+#define fastcommon_tuple_size PyTuple_GET_SIZE
+#define fastcommon_tuple_item PyTuple_GET_ITEM
+#endif
+
+/* Whether unpacking o into two names (`key, value = o`) takes its two items and runs no Python code: an
+   exact tuple or list of two, or a tuple subclass of two that iterates as a tuple (a namedtuple). */
+static int
+fastcommon_is_plain_pair(PyObject *o)
+{
+    if (PyList_CheckExact(o)) {
+        return fastcommon_list_size(o) == 2;
+    }
+    if (!PyTuple_Check(o) || fastcommon_tuple_size(o) != 2) {
+        return 0;
+    }
+    return PyTuple_CheckExact(o) || PyType_GetSlot(Py_TYPE(o), Py_tp_iter) == PyType_GetSlot(&PyTuple_Type, Py_tp_iter);
+}
+
+/* Whether calling cls makes an instance as object's __new__ does and then calls its __init__: a class whose
+   metaclass calls as type calls, and whose __new__ is object's. */
+static int
+fastcommon_is_usual_class(PyObject *cls)
+{
+    return PyType_Check(cls)
+        && PyType_GetSlot(Py_TYPE(cls), Py_tp_call) == PyType_GetSlot(&PyType_Type, Py_tp_call)
+        && PyType_GetSlot((PyTypeObject *)cls, Py_tp_new) == PyType_GetSlot(&PyBaseObject_Type, Py_tp_new);
+}
+
+/* What cls.name finds when cls's own __dict__ has it (a borrowed reference), else NULL with no error set;
+   fastcommon_is_usual_class has checked that cls is a class. A metaclass's data descriptor of that name would
+   come first: the caller's check of what it finds covers that. */
+static PyObject *
+fastcommon_class_own(PyObject *cls, PyObject *name)
+{
+#if defined(Py_LIMITED_API)
+    (void)cls;
+    (void)name;
+    return NULL;  /* the caller then takes the long way */
+#else
+    PyObject *dict = ((PyTypeObject *)cls)->tp_dict;
+    return dict == NULL ? NULL : PyDict_GetItemWithError(dict, name);
+#endif
+}
+
+/* What object.__new__(cls) makes, for a class fastcommon_is_usual_class accepted: its tp_new is object's. */
+static PyObject *
+fastcommon_new_instance(PyObject *cls)
+{
+    newfunc new_instance = (newfunc)PyType_GetSlot(&PyBaseObject_Type, Py_tp_new);
+    PyObject *no_args = PyTuple_New(0);
+    PyObject *instance;
+    if (no_args == NULL) {
+        return NULL;
+    }
+    instance = new_instance((PyTypeObject *)cls, no_args, NULL);
+    Py_DECREF(no_args);
+    return instance;
+}
+
+/* self.name(a), self.name(a, b): the method looked up on self as Python looks it up, for each call. */
+static PyObject *
+fastcommon_call_method1(PyObject *self, PyObject *name, PyObject *a)
+{
+#if defined(Py_LIMITED_API)
+    return PyObject_CallMethodObjArgs(self, name, a, NULL);
+#else
+    PyObject *args[2] = {self, a};
+    return PyObject_VectorcallMethod(name, args, 2, NULL);
+#endif
+}
+
+static PyObject *
+fastcommon_call_method2(PyObject *self, PyObject *name, PyObject *a, PyObject *b)
+{
+#if defined(Py_LIMITED_API)
+    return PyObject_CallMethodObjArgs(self, name, a, b, NULL);
+#else
+    PyObject *args[3] = {self, a, b};
+    return PyObject_VectorcallMethod(name, args, 3, NULL);
+#endif
+}
+
+/* What PyIter_Next gave: the item (its new reference), `end` at the end, or NULL with its error left set. */
+static PyObject *
+fastcommon_item_or(PyObject *item, PyObject *end)
+{
+    if (item != NULL || PyErr_Occurred()) {
+        return item;
+    }
+    return Py_NewRef(end);
+}
+
+/* KeyError(key), raised as a dict's subscript raises it (a tuple key stays one argument); returns NULL. */
+static PyObject *
+fastcommon_key_error(PyObject *key)
+{
+    PyObject *args = PyTuple_Pack(1, key);
+    if (args != NULL) {
+        PyErr_SetObject(PyExc_KeyError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
 
 #if defined(Py_LIMITED_API)
 

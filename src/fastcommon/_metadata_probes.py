@@ -1,0 +1,269 @@
+"""What the gate compares of grpc.aio's Metadata: scenarios run on grpc's own methods and on fastcommon's.
+
+Each scenario takes a class (a subclass of grpc's Metadata that the gate makes, holding grpc's own methods,
+or fastcommon's in their place) and does what users, interceptors and grpc do with one: build it from pairs
+of every shape, add, read, test, set, iterate it (while changing it too), take its length, compare it, print
+it, pickle and copy it. Everything observable of the outcome is compared: results and their types, the
+state of the instances (their ``_metadata``), exception types, texts and causes.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from collections.abc import Callable
+from typing import Any
+
+Scenario = tuple[str, Callable[[Any], Any]]
+
+PAIRS = (("a", "1"), ("b", b"2"), ("a", "3"))
+Entry = collections.namedtuple("Entry", ("key", "value"))  # as grpc's core hands metadata entries over
+
+
+def state(metadata: Any) -> Any:
+    """What a Metadata instance holds, read from its attributes alone: no method of its class is called."""
+    attributes = vars(metadata)
+    held = attributes.get("_metadata")
+    if isinstance(held, dict):
+        contents: Any = [(key, type(values), list(values) if isinstance(values, list) else values)
+                         for key, values in held.items()]  # fmt: skip
+    else:
+        contents = repr(held)
+    return sorted(attributes), type(held), contents
+
+
+def seen(value: Any) -> Any:
+    """An observable form of what a scenario gave: a Metadata as its state, a value as its type and value, any
+    other object as its type alone (where it matters that it is an argument itself, the scenario says so)."""
+    if hasattr(value, "_metadata") and not isinstance(value, type):
+        return "a Metadata", type(value).__name__, state(value)
+    if isinstance(value, (list, tuple)):
+        return type(value), [seen(item) for item in value]
+    if value is None or isinstance(value, (str, bytes, int, float, type)):
+        return type(value), value
+    return (type(value),)
+
+
+def outcome(scenario: Callable[[Any], Any], cls: Any) -> Any:
+    """Everything observable about running ``scenario`` on ``cls``: what it gave, or what it raised."""
+    try:
+        return "returned", seen(scenario(cls))
+    except Exception as exc:
+        return "raised", type(exc), str(exc), type(exc.__cause__), exc.__suppress_context__
+
+
+def steps(iterator: Any, limit: int = 12) -> list[Any]:
+    """Each next() of an iterator until it ends, and one more after that: items, the end, errors."""
+    taken: list[tuple[Any, ...]] = []
+    for _ in range(limit):
+        try:
+            taken.append(("item", seen(next(iterator))))
+        except StopIteration:
+            taken.append(("end",))
+            if taken[-2:] == [("end",), ("end",)]:
+                break
+        except Exception as exc:
+            taken.append(("raised", type(exc), str(exc)))
+    return taken
+
+
+def _made(cls: Any, *pairs: Any) -> Any:
+    return cls(*pairs)
+
+
+def _after(cls: Any, action: Callable[[Any], Any], *pairs: Any) -> Any:
+    """The instance, after ``action`` was done to it; the action's result is part of what is seen."""
+    metadata = cls(*pairs)
+    return [action(metadata), metadata]
+
+
+def _iterate_changing(cls: Any, change: Callable[[Any], Any], before_first: bool = False) -> Any:
+    metadata = cls(*PAIRS)
+    iterator = iter(metadata)
+    first = [] if before_first else [seen(next(iterator))]
+    change(metadata)
+    return first + steps(iterator)
+
+
+def _added_to_after_its_end(cls: Any) -> Any:
+    metadata = cls(("a", "1"))
+    iterator = iter(metadata)
+    ended = steps(iterator, 3)
+    metadata.add("a", "2")
+    return ended, steps(iterator, 2)
+
+
+def _reentered(cls: Any) -> Any:
+    """Values whose iteration asks the very iterator for its next item: a generator refuses that."""
+    metadata = cls(*PAIRS)
+    iterator = iter(metadata)
+
+    class Reentrant:
+        def __iter__(self) -> Any:
+            return self
+
+        def __next__(self) -> Any:
+            return next(iterator)
+
+    metadata.set_all("b", Reentrant())
+    return steps(iterator)
+
+
+def _set_values(key: str, values: Any) -> Callable[[Any], Any]:
+    return lambda metadata: metadata.set_all(key, values)
+
+
+def _delete_metadata(metadata: Any) -> Any:
+    del metadata._metadata
+
+
+def _replace_metadata(held: Any) -> Callable[[Any], Any]:
+    def replace(metadata: Any) -> None:
+        metadata._metadata = held
+
+    return replace
+
+
+def _empty_values(metadata: Any) -> Any:
+    metadata._metadata["e"] = []
+
+
+def _subclass_adding_upper(cls: Any) -> Any:
+    class Upper(cls):  # type: ignore[misc]
+        def add(self, key: Any, value: Any) -> None:
+            cls.add(self, key.upper() if isinstance(key, str) else key, value)
+
+    return Upper
+
+
+def _pickled(metadata: Any) -> Any:
+    reduced = metadata.__reduce_ex__(2)
+    return reduced[1][0].__name__, [seen(part) for part in reduced[2:]]
+
+
+SCENARIOS: list[Scenario] = [
+    # Making one: grpc's own way (from_tuple, _create), and users' (Metadata(*pairs)).
+    ("Metadata()", lambda cls: cls()),
+    ("Metadata(*pairs)", lambda cls: cls(*PAIRS)),
+    ("Metadata(*namedtuple entries)", lambda cls: cls(*(Entry(*pair) for pair in PAIRS))),
+    ("Metadata(*lists)", lambda cls: cls(["a", "1"], ["b", "2"])),
+    ("Metadata(('k',))", lambda cls: cls(("k",))),
+    ("Metadata(('k', 'v', 'x'))", lambda cls: cls(("k", "v", "x"))),
+    ("Metadata(5)", lambda cls: cls(5)),
+    ("Metadata(([], 'v'))", lambda cls: cls(([], "v"))),
+    ("Metadata((1, 'v'))", lambda cls: cls((1, "v"), ("a", "b"))),
+    ("Metadata('kv')", lambda cls: cls("kv")),
+    ("a subclass's own add", lambda cls: _subclass_adding_upper(cls)(*PAIRS)),
+    ("from_tuple(())", lambda cls: cls.from_tuple(())),
+    ("from_tuple(pairs)", lambda cls: cls.from_tuple(PAIRS)),
+    ("from_tuple(entries)", lambda cls: cls.from_tuple(tuple(Entry(*pair) for pair in PAIRS))),
+    ("from_tuple(a list)", lambda cls: cls.from_tuple(list(PAIRS))),
+    ("from_tuple(an iterator)", lambda cls: cls.from_tuple(iter(PAIRS))),
+    ("from_tuple(None)", lambda cls: cls.from_tuple(None)),
+    ("from_tuple('ab')", lambda cls: cls.from_tuple("ab")),
+    ("from_tuple(5)", lambda cls: cls.from_tuple(5)),
+    ("from_tuple(a Metadata)", lambda cls: cls.from_tuple(cls(*PAIRS))),
+    ("a subclass's from_tuple", lambda cls: _subclass_adding_upper(cls).from_tuple(PAIRS)),
+    ("_create(None)", lambda cls: cls._create(None)),
+    ("_create(itself)", lambda cls: [(metadata := cls(*PAIRS)), cls._create(metadata) is metadata]),
+    ("_create(pairs)", lambda cls: cls._create(PAIRS)),
+    ("_create(())", lambda cls: cls._create(())),
+    ("_create(a list)", lambda cls: cls._create(list(PAIRS))),
+    ("_create(5)", lambda cls: cls._create(5)),
+    ("a subclass's _create(None)", lambda cls: _subclass_adding_upper(cls)._create(None)),
+    # Changing one.
+    ("add", lambda cls: _after(cls, lambda m: [m.add("a", "x"), m.add("new", b"y"), m.add(1, "z")], *PAIRS)),
+    ("add, unhashable", lambda cls: _after(cls, lambda m: m.add([], "v"), *PAIRS)),
+    ("add to values not a list", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x",)), m.add("t", "y")])),
+    ("add without _metadata", lambda cls: _after(cls, lambda m: [_delete_metadata(m), m.add("a", "v")])),
+    ("add to a plain dict", lambda cls: _after(cls, lambda m: [_replace_metadata({"a": ["1"]})(m), m.add("a", "v")])),
+    ("setitem", lambda cls: _after(cls, lambda m: [m.__setitem__("new", "v"), m.__setitem__("a", "v2")], *PAIRS)),
+    ("setitem, keys not str", lambda cls: _after(cls, lambda m: [m.__setitem__(1, "x"), m.__setitem__(b"b", 1)])),
+    ("setitem, unhashable", lambda cls: _after(cls, lambda m: m.__setitem__([], "v"), *PAIRS)),
+    ("setitem over values not a list",
+     lambda cls: _after(cls, lambda m: [m.set_all("t", "xyz"), m.__setitem__("t", "w")])),
+    # Reading one.
+    ("getitem", lambda cls: _after(cls, lambda m: [m["a"], m["b"]], *PAIRS)),
+    ("getitem, missing", lambda cls: _after(cls, lambda m: m["missing"], *PAIRS)),
+    ("getitem, empty values", lambda cls: _after(cls, lambda m: [_empty_values(m), m["e"]], *PAIRS)),
+    ("getitem, values a tuple", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x", "y")), m["t"]], *PAIRS)),
+    ("getitem, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m[1]], *PAIRS)),
+    ("getitem, unhashable", lambda cls: _after(cls, lambda m: m[[]], *PAIRS)),
+    ("getitem, a tuple key", lambda cls: _after(cls, lambda m: m[("t", 1)], *PAIRS)),
+    ("get",
+     lambda cls: _after(cls, lambda m: [m.get("a"), m.get("?"), m.get("?", "d"), m.get("?", default=1)], *PAIRS)),
+    ("get, empty values", lambda cls: _after(cls, lambda m: [_empty_values(m), m.get("e", "d")], *PAIRS)),
+    ("get, unhashable", lambda cls: _after(cls, lambda m: m.get([]), *PAIRS)),
+    ("get_all", lambda cls: _after(cls, lambda m: [m.get_all("a"), m.get_all("a") is vars(m)["_metadata"]["a"]],
+                                   *PAIRS)),
+    ("get_all, missing", lambda cls: _after(cls, lambda m: [m.get_all("x"), m.get_all("x") is m.get_all("x")], *PAIRS)),
+    ("get_all, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m.get_all(1), m.get_all([])], *PAIRS)),
+    ("contains", lambda cls: _after(cls, lambda m: ["a" in m, "missing" in m, "" in m], *PAIRS)),
+    ("contains, keys not str",
+     lambda cls: _after(cls, lambda m: [m.add(1, "x"), 1 in m, b"a" in m, None in m], *PAIRS)),
+    ("contains, unhashable", lambda cls: _after(cls, lambda m: [] in m, *PAIRS)),
+    ("contains, a plain dict", lambda cls: _after(cls, lambda m: [_replace_metadata({"a": 1})(m), "a" in m])),
+    ("len", lambda cls: _after(cls, len, *PAIRS)),
+    ("len, empty", lambda cls: _after(cls, len)),
+    ("len, values a str", lambda cls: _after(cls, lambda m: [m.set_all("s", "abc"), len(m)], *PAIRS)),
+    ("len, values without a length", lambda cls: _after(cls, lambda m: [m.set_all("s", 5), len(m)], *PAIRS)),
+    ("len, a plain dict", lambda cls: _after(cls, lambda m: [_replace_metadata({"a": ["1", "2"]})(m), len(m)])),
+    ("len without _metadata", lambda cls: _after(cls, lambda m: [_delete_metadata(m), len(m)])),
+    # Iterating one, changing it on the way.
+    ("tuple()", lambda cls: tuple(cls(*PAIRS))),
+    ("tuple(), empty", lambda cls: tuple(cls())),
+    ("iteration, a value added to the current key", lambda cls: _iterate_changing(cls, lambda m: m.add("a", "late"))),
+    ("iteration, a key added", lambda cls: _iterate_changing(cls, lambda m: m.add("new", "x"))),
+    ("iteration, a key deleted", lambda cls: _iterate_changing(cls, lambda m: m.delete_all("b"))),
+    ("iteration, a value replaced", lambda cls: _iterate_changing(cls, lambda m: m.__setitem__("b", "B"))),
+    ("iteration, metadata replaced first",
+     lambda cls: _iterate_changing(cls, _replace_metadata(collections.OrderedDict(z=["1"])), True)),
+    ("iteration, a plain dict", lambda cls: _iterate_changing(cls, _replace_metadata({"z": ["1", "2"]}), True)),
+    ("iteration, values a tuple", lambda cls: _iterate_changing(cls, _set_values("b", ("x", "y")), True)),
+    ("iteration, values not iterable", lambda cls: _iterate_changing(cls, _set_values("b", 5), True)),
+    ("iteration, values emptied", lambda cls: _iterate_changing(cls, _set_values("b", []), True)),
+    ("iteration, without _metadata", lambda cls: _iterate_changing(cls, _delete_metadata, True)),
+    ("iteration, added to after its end", _added_to_after_its_end),
+    ("iteration, asked from within", _reentered),
+    # Comparing, printing, pickling, copying one.
+    ("equality",
+     lambda cls: [cls(*PAIRS) == cls(*PAIRS), cls(*PAIRS) == tuple(cls(*PAIRS)), cls(*PAIRS) == PAIRS, cls() == ()]),
+    ("repr", lambda cls: [repr(cls(*PAIRS)), repr(cls())]),
+    ("pickling", lambda cls: _pickled(cls(*PAIRS))),
+    ("deepcopy", lambda cls: copy.deepcopy(cls(*PAIRS))),
+]  # fmt: skip
+
+
+def init_metadata_scenarios(metadata_class: Any, gzip: Any, no_compression: Any) -> list[Scenario]:
+    """What the gate compares of _init_metadata(metadata, compression): every kind of metadata a call is given."""
+    pairs_iterator = iter(())
+
+    class Sub(metadata_class):  # type: ignore[misc]
+        pass
+
+    arguments = [
+        ("None", (None, None)),
+        ("()", ((), None)),
+        ("[]", ([], None)),
+        ("pairs", (PAIRS, None)),
+        ("entries", (tuple(Entry(*pair) for pair in PAIRS), None)),
+        ("a list of pairs", (list(PAIRS), None)),
+        ("a Metadata", (metadata_class(*PAIRS), None)),
+        ("an empty Metadata", (metadata_class(), None)),
+        ("a subclass's", (Sub(*PAIRS), None)),
+        ("an iterator", (pairs_iterator, None)),
+        ("'ab'", ("ab", None)),
+        ("a bad pair", ((("k",),), None)),
+        ("pairs, gzip", (PAIRS, gzip)),
+        ("None, gzip", (None, gzip)),
+        ("pairs, no compression", (PAIRS, no_compression)),
+    ]
+
+    def call(args: tuple[Any, Any]) -> Callable[[Any], Any]:
+        def scenario(init_metadata: Any) -> Any:
+            result = init_metadata(*args)
+            return [seen(result), result is args[0]]
+
+        return scenario
+
+    return [(f"_init_metadata({label})", call(args)) for label, args in arguments]
