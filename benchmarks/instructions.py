@@ -18,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 
-from timing import HEADER, IMPLEMENTATIONS, METHOD  # run as a script: its folder is on sys.path
+# Run as a script: the project's top (benchmarks/, grpc_echo/) goes first on sys.path, as benchmark.py has it.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.timing import AIO_METADATA, HEADER, IMPLEMENTATIONS, METHOD
 
 CASES = (  # label, function name, input
     ("encode(str)", "encode", METHOD),
@@ -30,6 +33,13 @@ FLOOR = "callable(x)"
 METADATUM_CASES = ("grpc's _Metadatum(k, v)", "fastcommon's constructor(k, v)", "a plain tuple (k, v)")
 COMPILED = IMPLEMENTATIONS[-1]
 MARKER = "getppid"
+
+
+class MetadataPath:
+    """What a grpc.aio call does with its metadata, timed in the loop itself: tuple(init_metadata(m, None))."""
+
+    def __init__(self, init_metadata):
+        self.init_metadata = init_metadata
 
 
 def child(calls):
@@ -45,11 +55,16 @@ def child(calls):
             def run(n):
                 for _ in repeat(None, n):
                     pass
-        elif function is tuple:  # the metadata entry's floor: the tuple built in place, no call
+        elif function is tuple and len(arguments) == 2:  # the metadata entry's floor: built in place, no call
 
             def run(n, k=arguments[0], v=arguments[1]):
                 for _ in repeat(None, n):
                     (k, v)  # noqa: B018
+        elif isinstance(function, MetadataPath):
+
+            def run(n, f=function.init_metadata, m=arguments[0]):
+                for _ in repeat(None, n):
+                    tuple(f(m, None))
         elif len(arguments) == 2:
 
             def run(n, f=function, k=arguments[0], v=arguments[1]):
@@ -70,17 +85,35 @@ def child(calls):
     compiled = importlib.import_module(COMPILED)
     measured += [(f"counted {label}", getattr(compiled, f"counted_{name}"), (x,)) for label, name, x in CASES]
     measured += [(METADATUM_CASES[0], cygrpc._Metadatum, HEADER), (METADATUM_CASES[2], tuple, HEADER)]
+    from grpc.aio._channel import _BaseMultiCallable
+
+    import fastcommon
+
+    path = MetadataPath
+    for label, metadata in AIO_METADATA.items():  # grpc's own first; fastcommon's after patch(), below
+        measured += [(f"{label} | grpc.aio", path(_BaseMultiCallable._init_metadata), (metadata,))]
+        measured += [(f"{label} | floor", tuple, (metadata or (),))]
     if hasattr(compiled, "MetadatumConstructor"):  # not in a Limited API (abi3) build
         measured += [(METADATUM_CASES[1], compiled.MetadatumConstructor(cygrpc._Metadatum), HEADER)]
         measured += [("counted metadatum", compiled.MetadatumConstructor(cygrpc._Metadatum, counted=True), HEADER)]
-    for _, function, arguments in measured:
-        run = runner(function, *arguments)  # a fresh call site per case, specialized by the warm-up
-        run(1000)
-        os.getppid()
-        run(calls)
-        os.getppid()
-        run(2 * calls)
-        os.getppid()
+
+    def measure(cases):
+        for _, function, arguments in cases:
+            run = runner(function, *arguments)  # a fresh call site per case, specialized by the warm-up
+            run(1000)
+            os.getppid()
+            run(calls)
+            os.getppid()
+            run(2 * calls)
+            os.getppid()
+
+    measure(measured)
+    if hasattr(fastcommon._implementation.chosen, "metadata_method"):  # not in pure Python
+        with fastcommon.patched():
+            patched = [(f"{label} | fastcommon", path(_BaseMultiCallable._init_metadata), (metadata,))
+                       for label, metadata in AIO_METADATA.items()]  # fmt: skip
+            measure(patched)
+        measured += patched
     print("\n".join(label for label, _, _ in measured))
 
 
@@ -159,6 +192,16 @@ def table(python, calls):
         lines.append(
             f"| counted (--report) | {costs['counted metadatum']:.1f} | {costs['counted metadatum'] / stock:.2f} |"
         )
+    lines += [
+        "",
+        "| a grpc.aio call's metadata: tuple(_init_metadata(metadata, None)) | grpc.aio | fastcommon | / grpc's "
+        "| floor: tuple(metadata) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label in AIO_METADATA:
+        grpcs, ours, floor = (costs.get(f"{label} | {who}") for who in ("grpc.aio", "fastcommon", "floor"))
+        compiled = "n/a | n/a" if ours is None else f"{ours:.1f} | {ours / grpcs:.2f}"
+        lines.append(f"| {label} | {grpcs:.1f} | {compiled} | {floor:.1f} |")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ matplotlib is not a requirement: pip install matplotlib.
 import argparse
 import os
 
-from benchmarks.timing import METADATUM
+from benchmarks.timing import AIO_METADATA, METADATUM
 
 # Into the environment as it is: pip install ".[plot]" would replace an editable install with a copy.
 PLOT_NEEDS = "pip install matplotlib"
@@ -24,11 +24,12 @@ CASES = (
     "serialize Echo message",
     "deserialize Echo message",
     METADATUM,
+    *AIO_METADATA,
 )
 SERIES = (  # the start of the implementation's name in a benchmark's, the legend, the colour
-    ("grpc", "grpc's own (grpc._common; cygrpc._Metadatum)", "#b0b0b0"),
+    ("grpc", "grpc's own (grpc._common; cygrpc._Metadatum; grpc.aio's Metadata)", "#b0b0b0"),
     ("fastcommon.fast_common", "fastcommon, compiled", "#1f77b4"),
-    ("floor", "the floor: a builtin C call; for an entry, a plain tuple", "#2ca02c"),
+    ("floor", "the floor: a builtin C call; for an entry, a plain tuple; for a call's metadata, tuple(it)", "#2ca02c"),
 )
 
 
@@ -47,7 +48,7 @@ def per_call_chart(results, directory, image_format):
     """Write ns per call per case, a group of bars per result ({label: {benchmark: ns}}); return what it wrote."""
     plt = pyplot()
     labels = list(results)
-    figure, axes = plt.subplots(2, 4, figsize=(15, 7), layout="constrained")
+    figure, axes = plt.subplots(2, 5, figsize=(18, 7), layout="constrained")
     width = 0.8 / len(SERIES)
     for axis in axes.flat[len(CASES) :]:
         axis.set_visible(False)

@@ -1,12 +1,16 @@
-"""--rpc: real servers and clients, stock against patched: time and CPU per RPC, and the most _common could cost.
+"""--rpc: real servers and clients, stock against patched: CPU and time per RPC, and the most fastcommon could save.
 
 Each round starts a fresh stock pair and a fresh patched pair of processes (a server and a
-client each) and runs their batches interleaved, alternating which goes first; the 95%
-confidence intervals are over rounds, so they include the differences between process pairs.
+client each) and runs their batches interleaved, alternating which goes first. A saving is
+the difference of each round's pair (stock minus patched: positive means patched is faster),
+with its 95% confidence interval over rounds (Student's t); a saving inside its interval, or
+below zero, is noise, and says so.
 """
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -15,11 +19,13 @@ import time
 
 from benchmarks import plot
 from benchmarks.suite import small_message
-from benchmarks.timing import HEADER, METHOD, format_table, mean_and_ci95
+from benchmarks.timing import AIO_METADATA, HEADER, METHOD, format_table, mean_and_ci95
 from fastcommon._adoption import ns_per_call
 from fastcommon._patching import FUNCTIONS, METADATUM
 from grpc_echo import (
+    REQUEST_HEADERS,
     aio_echo_server,
+    counting_aio_metadata,
     counting_calls,
     counting_metadata_entries,
     echo_server,
@@ -34,9 +40,10 @@ RPC_KINDS = (
     "sync unary, 10 headers",
     "aio unary, 10 headers",
 )
+AIO_PATH = "aio call metadata"  # tuple(_init_metadata(metadata)): once per grpc.aio call, on the client
 STREAM_LENGTH = 10
 ROUNDS, RPCS = 12, 400  # the defaults of --rounds and --rpcs
-HEADERS = tuple((f"x-request-header-{i}", f"value {i}") for i in range(10))
+HEADERS = REQUEST_HEADERS
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 
 
@@ -155,9 +162,14 @@ def count_calls_per_rpc(stubs_dir):
             ):
                 aio_stub = pb2_grpc.EchoServiceStub(aio_channel)
                 await aio_stub.Unary(request, metadata=metadata)
-                with counting_calls() as counted, counting_metadata_entries() as entries:
+                with (
+                    counting_calls() as counted,
+                    counting_metadata_entries() as entries,
+                    counting_aio_metadata() as made,
+                ):
                     await aio_stub.Unary(request, metadata=metadata)
             counted["both", METADATUM] = entries["entries"]
+            counted["client", AIO_PATH] = made["calls"]
             return counted
 
         counts[RPC_KINDS[2]] = asyncio.run(aio_counts(None))
@@ -169,6 +181,7 @@ def per_call_costs_ns(stubs_dir):
     """{name: (grpc's ns per call, fastcommon's)} on the inputs grpc passes most; timeit, best of 5."""
     from grpc import _common
     from grpc._cython import cygrpc
+    from grpc.aio._channel import _BaseMultiCallable
 
     import fastcommon
 
@@ -191,7 +204,18 @@ def per_call_costs_ns(stubs_dir):
         costs[METADATUM] = (grpcs, ns_per_call(compiled.MetadatumConstructor(cygrpc._Metadatum), HEADER, n))
     else:
         costs[METADATUM] = (grpcs, grpcs)  # left to grpc: no saving
+    for label, metadata in AIO_METADATA.items():  # the path, with grpc's own and with fastcommon's
+        path = {}
+        for patched in (False, True):
+            with fastcommon.patched() if patched else contextlib.nullcontext():
+                path[patched] = ns_per_call(aio_metadata_path, (_BaseMultiCallable._init_metadata, metadata), n // 10)
+        costs[label] = (path[False], path[True])
     return costs
+
+
+def aio_metadata_path(init_metadata, metadata):
+    """What a grpc.aio call does with its metadata: _init_metadata, then tuple() of it."""
+    return tuple(init_metadata(metadata, None))
 
 
 def start(args):
@@ -250,6 +274,30 @@ def interval(values):
     return f"{mean:.1f} +- {ci:.1f}"
 
 
+def saving(stock, patched):
+    """The paired saving over rounds (stock minus patched: positive means patched is faster) and its verdict."""
+    mean, ci = mean_and_ci95([a - b for a, b in zip(stock, patched, strict=True)])
+    verdict = "saved" if mean - ci > 0 else "noise"  # below zero, or inside its interval: noise
+    return mean, ci, verdict
+
+
+def expected_savings(counts, costs):
+    """{kind: {"client"|"server"|"both": (grpc's cost us, fastcommon's saving us)}} from counts x ns per call."""
+    names = (*FUNCTIONS, METADATUM, AIO_PATH)
+    expected = {}
+    for kind, counted in counts.items():
+        expected[kind] = {}
+        for side in ("client", "server", "both"):
+            path = next(label for label in AIO_METADATA if ("10 headers" in label) == ("10 headers" in kind))
+            cost = {**costs, AIO_PATH: costs[path]}
+            calls = [(counted[side, name], cost[name]) for name in names]
+            expected[kind][side] = (
+                sum(c * grpcs for c, (grpcs, _) in calls) / 1000,
+                sum(c * (grpcs - ours) for c, (grpcs, ours) in calls) / 1000,
+            )
+    return expected
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="python benchmark.py --rpc", description="stock against patched, per RPC")
     parser.add_argument("--rpc", action="store_true")
@@ -262,6 +310,7 @@ def main(argv):
         action="store_true",
         help="A/A: the second pair runs stock too, to show what this method calls a difference",
     )
+    parser.add_argument("-o", metavar="FILE", help="also write the results as JSON, to chart with --plot")
     parser.add_argument("--plot", metavar="DIR", help="also write a chart of the per-RPC breakdown into DIR")
     parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
     args = parser.parse_args(argv)
@@ -273,32 +322,28 @@ def main(argv):
 
     with tempfile.TemporaryDirectory() as stubs_dir:
         generate_stubs(stubs_dir)
-        print(
+        versions = (
             f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
             f"({fastcommon.IMPLEMENTATION})"
         )
+        print(versions)
         counts = count_calls_per_rpc(stubs_dir)
         costs = per_call_costs_ns(stubs_dir)
         measured = measure_rounds(stubs_dir, modes, args.rounds, args.rpcs)
 
-    ceiling, expected = {}, {}
-    names = (*FUNCTIONS, METADATUM)
+    expected = expected_savings(counts, costs)
+    names = (*FUNCTIONS, METADATUM, AIO_PATH)
     rows = [("RPC kind", "side", *names, "grpc's cost", "fastcommon saves")]
     for kind, counted in counts.items():
         for side in ("client", "server", "both"):
-            calls = [counted[side, name] for name in names]
-            cost = sum(c * costs[name][0] for c, name in zip(calls, names, strict=False)) / 1000
-            saving = sum(c * (costs[name][0] - costs[name][1]) for c, name in zip(calls, names, strict=False)) / 1000
-            ceiling[kind] = ceiling.get(kind, 0) + cost
-            expected[kind] = expected.get(kind, 0) + saving
-            shown = [
-                str(c) if (side == "both") == (name == METADATUM) else "" for c, name in zip(calls, names, strict=False)
-            ]
-            rows.append((kind, side, *shown, f"{cost:.3f} µs", f"{saving:.3f} µs"))
+            shown = [str(counted[side, name]) if (side == "both") == (name == METADATUM) else "" for name in names]
+            cost, saved = expected[kind][side]
+            rows.append((kind, side, *shown, f"{cost:.3f} µs", f"{saved:.3f} µs"))
     print(
         "\nCalls per RPC, counted with grpc patched: grpc._common's functions by side (the aio server converts "
-        "in grpcio's Cython core, out of reach), and the metadata entries grpc's core builds, client and server "
-        f"together (the '10 headers' kinds send {len(HEADERS)} request headers):"
+        "in grpcio's Cython core, out of reach), the metadata entries grpc's core builds (client and server "
+        "together), and the metadata a grpc.aio call makes (_init_metadata, then tuple(): on the client); "
+        f"the '10 headers' kinds send {len(HEADERS)} request headers:"
     )
     print(format_table(rows))
     print(
@@ -310,67 +355,59 @@ def main(argv):
         f"{args.rounds} rounds of {args.rpcs} RPCs, fresh processes every round; mean +- 95% CI over rounds; "
         f"server and client each in their own process, both {modes[0]} or both {modes[1]}"
     )
-    print(f"\nWall-clock µs per RPC, {header}:")
-    rows = [("RPC kind", *modes, "difference", "expected from counts")]
-    verdicts = []
+    print(
+        f"\nCPU µs per RPC, each process's own (time.process_time()); {header}. 'saved' is {modes[0]} minus "
+        f"{modes[1]} for each round's pair (positive: {modes[1]} is faster); below zero or inside its interval "
+        "it is noise:"
+    )
+    rows = [("RPC kind", "process", modes[0], modes[1], "saved", "", "expected from counts")]
+    savings = {}
     for kind in RPC_KINDS:
-        first, second = measured[modes[0], kind]["wall"], measured[modes[1], kind]["wall"]
-        diff, diff_ci = mean_and_ci95([a - b for a, b in zip(first, second, strict=False)])
-        stock = mean_and_ci95(first)[0]
-        rows.append(
-            (
-                kind,
-                interval(first),
-                interval(second),
-                f"{diff:+.2f} +- {diff_ci:.2f} µs ({diff / stock:+.1%})",
-                f"{expected[kind]:.3f} µs",
-            )
-        )
-        if abs(diff) > diff_ci:
-            verdicts.append(
-                f"{kind}: {modes[1]} is {'faster' if diff > 0 else 'slower'} by {abs(diff):.2f} µs per "
-                f"RPC, more than the noise (+- {diff_ci:.2f} µs)."
-            )
-        else:
-            verdicts.append(
-                f"{kind}: the difference ({diff:+.2f} µs) is within the noise (+- {diff_ci:.2f} µs); the "
-                f"expected saving, {expected[kind]:.3f} µs, is too small to see here."
-            )
+        for side in ("client", "server"):
+            first, second = measured[modes[0], kind][f"{side} cpu"], measured[modes[1], kind][f"{side} cpu"]
+            mean, ci, verdict = saving(first, second)
+            savings[kind, side] = (mean, ci, verdict)
+            rows.append(
+                (kind, side, interval(first), interval(second), f"{mean:+.2f} +- {ci:.2f} µs", verdict,
+                 f"{expected[kind][side][1]:.3f} µs")
+            )  # fmt: skip
     print(format_table(rows))
 
-    print(f"\nCPU µs per RPC, each process's own CPU time; {header}:")
-    rows = [("RPC kind", *(f"{side} {mode}" for side in ("client", "server") for mode in modes))]
+    print(f"\nWall-clock µs per RPC, {header}:")
+    rows = [("RPC kind", *modes, "saved", "")]
     for kind in RPC_KINDS:
-        rows.append(
-            (kind, *(interval(measured[mode, kind][f"{side} cpu"]) for side in ("client", "server") for mode in modes))
-        )
+        first, second = measured[modes[0], kind]["wall"], measured[modes[1], kind]["wall"]
+        mean, ci, verdict = saving(first, second)
+        rows.append((kind, interval(first), interval(second), f"{mean:+.2f} +- {ci:.2f} µs", verdict))
     print(format_table(rows))
 
     print(
-        "\nThe ceiling: calls per RPC x grpc's own cost per call (grpc._common's functions and the metadata "
-        "entries), the most that any replacement of them could save, against the CPU per RPC (client + server, "
-        f"{modes[0]}):"
+        "\nThe ceiling: calls per RPC x grpc's own cost per call, the most that any replacement of them could "
+        f"save, against the CPU per RPC (client + server, {modes[0]}):"
     )
     breakdown = {}
     rows = [("RPC kind", "CPU per RPC", "ceiling", "share", "fastcommon saves", "share")]
     for kind in RPC_KINDS:
-        cpu = (
-            mean_and_ci95(measured[modes[0], kind]["client cpu"])[0]
-            + mean_and_ci95(measured[modes[0], kind]["server cpu"])[0]
-        )
-        breakdown[kind] = (cpu, ceiling[kind], expected[kind])
-        rows.append(
-            (
-                kind,
-                f"{cpu:.1f} µs",
-                f"{ceiling[kind]:.3f} µs",
-                f"{ceiling[kind] / cpu:.2%}",
-                f"{expected[kind]:.3f} µs",
-                f"{expected[kind] / cpu:.2%}",
-            )
-        )
+        cpu = sum(mean_and_ci95(measured[modes[0], kind][f"{side} cpu"])[0] for side in ("client", "server"))
+        ceiling = sum(expected[kind][side][0] for side in expected[kind])
+        saved = sum(expected[kind][side][1] for side in expected[kind])
+        breakdown[kind] = (cpu, ceiling, saved)
+        shares = f"{ceiling / cpu:.2%}", f"{saved / cpu:.2%}"
+        rows.append((kind, f"{cpu:.1f} µs", f"{ceiling:.3f} µs", shares[0], f"{saved:.3f} µs", shares[1]))
     print(format_table(rows))
-    print()
-    print("\n".join(verdicts))
+    if args.o:
+        results = {
+            "versions": versions,
+            "modes": modes,
+            "rounds": args.rounds,
+            "rpcs": args.rpcs,
+            "cpu": {f"{kind} | {side}": savings[kind, side] for kind in RPC_KINDS for side in ("client", "server")},
+            "measured": {f"{mode} | {kind}": measured[mode, kind] for mode in modes for kind in RPC_KINDS},
+            "expected": {f"{kind} | {side}": expected[kind][side] for kind in expected for side in expected[kind]},
+            "breakdown": breakdown,
+        }
+        with open(args.o, "w", encoding="utf-8") as file:
+            json.dump(results, file, indent=1)
+        print(f"wrote {args.o}")
     if args.plot:
         print(plot.per_rpc_chart(breakdown, args.plot, args.plot_format))

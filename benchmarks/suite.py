@@ -13,6 +13,9 @@ import timeit
 
 from benchmarks import messages, plot
 from benchmarks.timing import (
+    AIO_METADATA,
+    AIO_METADATA_FLOOR,
+    AIO_METADATA_GRPC,
     FLOOR,
     HEADER,
     IMPLEMENTATIONS,
@@ -24,6 +27,7 @@ from benchmarks.timing import (
     bench,
     format_table,
     instability_lines,
+    time_aio_metadata,
     time_tuple_built_in_place,
 )
 from grpc_echo import generate_stubs, import_stubs
@@ -78,7 +82,7 @@ def per_call_table(ns, cases):
 
 
 def gate_cost_us():
-    """What patch()'s gate costs: the four functions' fingerprints and probes, and the metadata class's checks."""
+    """What patch()'s gate costs: the fingerprints, checks and probes of everything it may replace."""
     from fastcommon import _patching
 
     return min(timeit.repeat(_patching.assess, number=100, repeat=7)) / 100 * 1e6
@@ -133,7 +137,7 @@ def main(argv=None):
             print("; floor = the builtin C call callable(x)")
             print(per_call_table(ns, labels))
             print(
-                f"\npatch()'s gate (the four functions' fingerprints and probes, the metadata class's checks): "
+                f"\npatch()'s gate (the fingerprints, checks and probes of everything it may replace): "
                 f"{gate_cost_us():.0f} µs (timeit, best of 7 runs of 100), once per process"
             )
         print("\n".join(instability_lines(benches)))
@@ -169,4 +173,13 @@ def run_per_call(runner, message_class, more_inputs):
     benches[f"{METADATUM} | {TUPLE_FLOOR}"] = runner.bench_time_func(
         f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, *HEADER, inner_loops=UNROLL
     )
+    for label, metadata in AIO_METADATA.items():
+        labels.append(label)
+        for name, patched in ((AIO_METADATA_GRPC, False), ("fastcommon.fast_common", True)):
+            if patched and not hasattr(compiled, "metadata_method"):  # pure Python: nothing to time
+                continue
+            benches[f"{label} | {name}"] = runner.bench_time_func(
+                f"{label} | {name}", time_aio_metadata, metadata, patched, inner_loops=UNROLL
+            )
+        bench(runner, benches, f"{label} | {AIO_METADATA_FLOOR}", tuple, metadata or ())
     return benches, labels

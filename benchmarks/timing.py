@@ -1,11 +1,13 @@
 """What the benchmarks share: the timed loops, the confidence intervals, and plain-text tables."""
 
+import contextlib
 import math
 import statistics
 import time
 from itertools import repeat
 
 from fastcommon._patching import USER_AGENT
+from grpc_echo import REQUEST_HEADERS
 
 METHOD = "/grpc.testing.BenchmarkService/UnaryCall"  # 40 ASCII bytes, a typical method name
 IMPLEMENTATIONS = ("grpc._common", "fastcommon.common", "fastcommon.fast_common")
@@ -15,6 +17,10 @@ METADATUM_GRPC = "grpc._cython.cygrpc"  # where grpc's class lives
 TUPLE_FLOOR = "floor: a plain tuple (k, v)"
 HEADER = USER_AGENT  # a metadata entry every RPC carries
 UNROLL = 10
+# What every grpc.aio call does with its metadata: tuple(_init_metadata(metadata, None)), grpc's own or patched.
+AIO_METADATA = {"aio call metadata, 10 headers": REQUEST_HEADERS, "aio call metadata, none": None}
+AIO_METADATA_GRPC = "grpc.aio"  # whose
+AIO_METADATA_FLOOR = "floor: tuple(metadata)"
 
 
 def time_calls(loops, function, argument):
@@ -42,6 +48,20 @@ def time_tuple_built_in_place(loops, key, value):
     for _ in repeat(None, loops):
         (k, v); (k, v); (k, v); (k, v); (k, v); (k, v); (k, v); (k, v); (k, v); (k, v)  # fmt: skip  # noqa: B018, E702
     return time.perf_counter() - start
+
+
+def time_aio_metadata(loops, metadata, patched):
+    """pyperf time function: tuple(_init_metadata(metadata, None)), UNROLL times a loop, grpc patched or not."""
+    from grpc.aio._channel import _BaseMultiCallable
+
+    import fastcommon
+
+    with fastcommon.patched() if patched else contextlib.nullcontext():
+        f, m = _BaseMultiCallable._init_metadata, metadata
+        start = time.perf_counter()
+        for _ in repeat(None, loops):
+            tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None)); tuple(f(m, None))  # fmt: skip  # noqa: E501, E702
+        return time.perf_counter() - start
 
 
 def bench(runner, benches, name, function, *args):

@@ -15,6 +15,7 @@ import grpc
 
 PROTO_DIR = os.path.dirname(os.path.abspath(__file__))
 GENERIC_METHOD = "/fastcommon.testing.Generic/Echo"
+REQUEST_HEADERS = tuple((f"x-request-header-{i}", f"value {i}") for i in range(10))  # ten, as services send
 CONVERSIONS = ("encode", "decode", "serialize", "deserialize")
 ABORT_DETAILS = "ungültig: ✗ 名前"
 
@@ -173,6 +174,30 @@ def counting_metadata_entries():
         yield counts
     finally:
         cygrpc._Metadatum = in_place
+
+
+@contextlib.contextmanager
+def counting_aio_metadata():
+    """Count the metadata grpc.aio's callables make for a call (their _init_metadata), client side.
+
+    Whatever is in place (fastcommon's, when patched) is wrapped, called through and put back. Yields a
+    Counter with one key, "calls".
+    """
+    from grpc.aio._channel import _BaseMultiCallable
+
+    counts = collections.Counter()
+    in_place = vars(_BaseMultiCallable)["_init_metadata"]
+    function = in_place.__func__
+
+    def counted(*args, **kwargs):
+        counts["calls"] += 1
+        return function(*args, **kwargs)
+
+    _BaseMultiCallable._init_metadata = staticmethod(counted)
+    try:
+        yield counts
+    finally:
+        _BaseMultiCallable._init_metadata = in_place
 
 
 def run_one_of_each(pb2, pb2_grpc, channel, stream_length=3):

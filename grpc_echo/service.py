@@ -9,9 +9,7 @@ import multiprocessing
 import sys
 import tempfile
 
-from grpc_echo import echo_server, generate_stubs, import_stubs
-
-HEADERS = tuple((f"x-request-header-{i}", f"value {i}") for i in range(10))
+from grpc_echo import REQUEST_HEADERS, echo_server, generate_stubs, import_stubs
 
 
 def serve(stubs_dir, address_queue, stop):
@@ -34,7 +32,7 @@ def main(rpcs):
             with grpc.insecure_channel(address_queue.get(timeout=120)) as channel:
                 stub = pb2_grpc.EchoServiceStub(channel)
                 for _ in range(rpcs):
-                    stub.Unary(pb2.Echo(text="hello"), metadata=HEADERS, timeout=30)
+                    stub.Unary(pb2.Echo(text="hello"), metadata=REQUEST_HEADERS, timeout=30)
         finally:
             stop.set()
             server.join(timeout=120)

@@ -203,7 +203,7 @@ class Fastcommon(RuleBasedStateMachine):
     def assess(self):
         before = in_grpc()
         verdicts = _patching.assess()
-        assert in_grpc() == before and set(verdicts) == set(NAMES)
+        assert in_grpc() == before and set(verdicts) == set(_patching.NAMES)
 
     # ---------------------------------------------------------------- the compiled module, given anything
 
@@ -294,7 +294,7 @@ class Fastcommon(RuleBasedStateMachine):
             status = 1
             try:
                 verdicts = _patching.assess()
-                same = (fastcommon.is_patched(), in_grpc()) == expected and set(verdicts) == set(NAMES)
+                same = (fastcommon.is_patched(), in_grpc()) == expected and set(verdicts) == set(_patching.NAMES)
                 status = 0 if same and fastcommon.encode("\xe9") == b"\xc3\xa9" else 1
             finally:
                 os.write(writer, bytes([status]))
