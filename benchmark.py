@@ -5,7 +5,8 @@
     python benchmark.py --more-inputs        # also a 1 KiB details string, non-ASCII text, invalid UTF-8
     python benchmark.py --messages           # messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, the wrapper's share
     python benchmark.py -o results.json      # then: python -m pyperf compare_to a.json b.json --table
-    python benchmark.py --rpc                # end to end: time and CPU per RPC, stock against patched; the ceiling
+    python benchmark.py --rpc                # end to end: CPU and time per RPC, stock against patched; the ceiling
+    python benchmark.py --rpc-instructions   # end to end: instructions per RPC and process, by callgrind (valgrind)
     python benchmark.py --plot DIR [a.json ...]  # charts, of this run or of saved ones (pip install matplotlib)
 
 The parts live in benchmarks/; the echo service, shared with the tests, in grpc_echo/.
@@ -36,16 +37,23 @@ def modes_parser():
     modes.add_argument("--fast", action="store_true", help="per call, in pyperf's quick mode (about a minute)")
     modes.add_argument("--more-inputs", action="store_true", help="per call, also 1 KiB, non-ASCII and invalid UTF-8")
     modes.add_argument("--messages", action="store_true", help="messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, share")
-    modes.add_argument("--rpc", action="store_true", help="end to end: time and CPU per RPC, stock against patched")
+    modes.add_argument("--rpc", action="store_true", help="end to end: CPU and time per RPC, stock against patched")
     modes.add_argument(
-        "--plot", metavar="DIR [results.json ...]", help="charts into DIR: of this run, or of saved pyperf JSON files"
+        "--rpc-instructions", action="store_true", help="end to end: instructions per RPC and process (callgrind)"
+    )
+    modes.add_argument(
+        "--plot",
+        metavar="DIR [results.json ...]",
+        help="charts into DIR: of this run, or of saved JSON files (-o of per call, --rpc, --rpc-instructions)",
     )
     options = parser.add_argument_group("options")
     options.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     options.add_argument(
         "--plot-format", choices=FORMATS, default=FORMATS[0], help=f"the charts' format ({FORMATS[0]})"
     )
-    options.add_argument("-o", metavar="FILE", help="per call: also save pyperf's results as JSON, to chart later")
+    options.add_argument(
+        "-o", metavar="FILE", help="per call, --rpc, --rpc-instructions: also save the results as JSON"
+    )
     options.add_argument("--rounds", type=int, help=f"--rpc: rounds, each with fresh processes ({ROUNDS})")
     options.add_argument("--rpcs", type=int, help=f"--rpc: RPCs per round ({RPCS})")
     options.add_argument("--control", action="store_true", help="--rpc: an A/A run, both pairs stock")
@@ -84,6 +92,18 @@ def main():
         from benchmarks import rpc
 
         rpc.client(*argv[1:5])
+    elif argv[:1] == ["--rpc-instructions-server"]:
+        from benchmarks import rpc_instructions
+
+        rpc_instructions.server(*argv[1:4])
+    elif argv[:1] == ["--rpc-instructions-client"]:
+        from benchmarks import rpc_instructions
+
+        rpc_instructions.client(*argv[1:6])
+    elif "--rpc-instructions" in argv:
+        from benchmarks import rpc_instructions
+
+        rpc_instructions.main(argv)
     elif "--rpc" in argv:
         from benchmarks import rpc
 

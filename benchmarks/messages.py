@@ -65,10 +65,11 @@ def report(ns, echo):
 
 
 PUBLISHED_NOTE = (
-    "Published figures, not measured here: the protobuf team's Python throughput, from protobuf's "
-    "benchmarks/README.md\n(copied from ../shared/seeds/002_c9d5f1425a74d523.txt). Another machine (Intel Xeon "
-    "E5-2630, 32 GB), an older protobuf\nwith other backends (C++gen: C++-generated code; C++refl: C++ reflection; "
-    "pure: pure Python) and other messages:\nfor scale only, not for comparison row by row."
+    "Published figures, not measured here: the protobuf team's Python throughput, from their page \"Protobuf "
+    'Performance"\n(docs/performance.md in github.com/protocolbuffers/protobuf, where its benchmarks/README.md '
+    "points). Another machine\n(Intel Xeon E5-2630, 32 GB), an older protobuf with other backends (C++gen: "
+    "C++-generated code; C++refl: C++ reflection;\npure: pure Python) and other messages: for scale only, not for "
+    "comparison row by row."
 )
 PUBLISHED_COLUMNS = (  # Python with protobuf's C++-generated code, with its C++ reflection, and pure Python
     "parse C++gen",

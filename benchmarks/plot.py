@@ -2,12 +2,13 @@
 
     python benchmark.py --plot docs/img                          # run the per-call suite, then chart it
     python benchmark.py --plot docs/img 3.9.json 3.13.json ...   # chart saved runs (python benchmark.py -o 3.9.json)
-    python benchmark.py --rpc --plot docs/img                    # the per-RPC breakdown
+    python benchmark.py --plot docs/img rpc.json instructions.json  # per RPC: --rpc -o and --rpc-instructions -o
 
 matplotlib is not a requirement: pip install matplotlib.
 """
 
 import argparse
+import json
 import os
 
 from benchmarks.timing import AIO_METADATA, METADATUM
@@ -77,42 +78,58 @@ def per_call_chart(results, directory, image_format):
     return save(figure, directory, "per_call", image_format)
 
 
-def per_rpc_chart(breakdown, directory, image_format):
-    """Write the per-RPC breakdown ({kind: (CPU us, ceiling us, fastcommon's saving us)}); return what it wrote."""
+def per_rpc_chart(results, directory, image_format):
+    """Write both pictures of an RPC, side by side where both are given; return what it wrote.
+
+    ``results``: "instructions", {(flavour, headers, process, mode): {object: per RPC}} from
+    --rpc-instructions, and "cpu", {"kind | process": (saved us, its 95% CI, verdict)} and "expected",
+    {"kind | process": (cost us, saving us)} from --rpc.
+    """
     plt = pyplot()
-    kinds = list(breakdown)
-    figure, (whole, zoom) = plt.subplots(
-        1, 2, figsize=(13, 1.6 + 0.55 * len(kinds)), layout="constrained", gridspec_kw={"width_ratios": (3, 2)}
-    )
-    for row, kind in enumerate(kinds):
-        cpu, ceiling, saving = breakdown[kind]
-        whole.barh(row, cpu, color="#d9d9d9", label="CPU per RPC, client + server" if row == 0 else None)
-        whole.barh(row, ceiling, color="#ff7f0e")
-        whole.text(cpu, row, f" {cpu:.0f} µs", va="center", fontsize=8)
-        for offset, (value, colour, label) in enumerate(
-            (
-                (ceiling, "#ff7f0e", "the ceiling: what grpc's own conversions and metadata entries cost"),
-                (saving, "#1f77b4", "what fastcommon saves"),
-            )
-        ):
-            zoom.barh(row + (offset - 0.5) * 0.4, value, 0.4, color=colour, label=label if row == 0 else None)
-            zoom.text(
-                value, row + (offset - 0.5) * 0.4, f" {value:.2f} µs ({value / cpu:.2%})", va="center", fontsize=8
-            )
-    for axis in (whole, zoom):
-        axis.set_yticks(range(len(kinds)), kinds if axis is whole else [""] * len(kinds))
-        axis.invert_yaxis()
-    whole.set_xlim(0, max(cpu for cpu, _, _ in breakdown.values()) * 1.15)
-    whole.set_xlabel("µs of CPU per RPC")
-    whole.set_title("An RPC's CPU, and the sliver fastcommon works on")
-    zoom.set_xlim(0, max(ceiling for _, ceiling, _ in breakdown.values()) * 1.7)
-    zoom.set_xlabel("µs per RPC (share of its CPU)")
-    zoom.set_title("That sliver, zoomed")
-    handles, names = whole.get_legend_handles_labels()
-    more_handles, more_names = zoom.get_legend_handles_labels()
-    figure.legend(handles + more_handles, names + more_names, loc="outside lower center", ncols=3, fontsize=9)
-    figure.suptitle("python benchmark.py --rpc: the most any replacement could save, and what fastcommon saves")
+    panels = [name for name in ("instructions", "cpu") if results.get(name)]
+    figure, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 6.5), layout="constrained", squeeze=False)
+    for axis, panel in zip(axes[0], panels, strict=True):
+        (_instructions_panel if panel == "instructions" else _cpu_panel)(axis, results)
+    handles, names = [], []
+    for axis in axes[0]:
+        more_handles, more_names = axis.get_legend_handles_labels()
+        handles, names = handles + more_handles, names + more_names
+    figure.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9)
+    figure.suptitle("Per RPC and process: instructions (exact), and CPU time (with its noise)")
     return save(figure, directory, "per_rpc", image_format)
+
+
+def _instructions_panel(axis, results):
+    counted = results["instructions"]
+    rows = sorted({key[:3] for key in counted}, key=lambda key: (key[0] != "sync", key[1], key[2] != "server"))
+    for row, key in enumerate(rows):
+        stock, patched = (sum(counted[(*key, mode)].values()) / 1000 for mode in ("stock", "patched"))
+        axis.barh(row - 0.2, stock, 0.4, color="#b0b0b0", label="grpc stock" if row == 0 else None)
+        axis.barh(row + 0.2, patched, 0.4, color="#1f77b4", label="patched by fastcommon" if row == 0 else None)
+        axis.text(patched, row + 0.2, f" {stock - patched:,.1f}k saved ({(stock - patched) / stock:.1%})",
+                  va="center", fontsize=8)  # fmt: skip
+    axis.set_yticks(
+        range(len(rows)), [f"{flavour}, {headers} headers: {process}" for flavour, headers, process in rows]
+    )
+    axis.invert_yaxis()
+    axis.set_xlabel("thousands of instructions per RPC (callgrind)")
+    axis.set_title("python benchmark.py --rpc-instructions")
+
+
+def _cpu_panel(axis, results):
+    labels = list(results["cpu"])
+    for row, label in enumerate(labels):
+        saved, ci, verdict = results["cpu"][label]
+        axis.errorbar(saved, row, xerr=ci, fmt="o", color="#1f77b4" if verdict == "saved" else "#b0b0b0",
+                      capsize=3, label="CPU saved, with its 95% interval" if row == 0 else None)  # fmt: skip
+        expected = results["expected"][label][1]
+        axis.plot(expected, row, "x", color="#ff7f0e", label="expected from the calls counted" if row == 0 else None)
+        axis.text(saved + ci, row, f"  {saved:+.1f} ± {ci:.1f} µs ({verdict})", va="center", fontsize=8)
+    axis.axvline(0, color="#606060", linewidth=0.8)
+    axis.set_yticks(range(len(labels)), [label.replace(" | ", ": ") for label in labels])
+    axis.invert_yaxis()
+    axis.set_xlabel("µs of CPU saved per RPC (stock minus patched)")
+    axis.set_title("python benchmark.py --rpc")
 
 
 def save(figure, directory, name, image_format):
@@ -123,20 +140,36 @@ def save(figure, directory, name, image_format):
 
 
 def main(argv):
-    """Chart saved pyperf results: python benchmark.py --plot DIR a.json b.json ..."""
+    """Chart saved results: pyperf's per call (-o of a per-call run), --rpc's and --rpc-instructions' (-o)."""
     import pyperf
 
     parser = argparse.ArgumentParser(prog="python benchmark.py --plot DIR", description=main.__doc__)
     parser.add_argument("--plot", metavar="DIR", required=True)
     parser.add_argument("--plot-format", choices=FORMATS, default=FORMATS[0], help="the charts' format")
-    parser.add_argument("results", nargs="+", help="pyperf JSON files written by python benchmark.py -o FILE")
+    parser.add_argument("results", nargs="+", help="JSON files written by python benchmark.py [--rpc...] -o FILE")
     args = parser.parse_args(argv)
-    results = {}
+    per_call, per_rpc = {}, {}
     for path in args.results:
         try:
+            with open(path, encoding="utf-8") as file:
+                saved = json.load(file)
+            if "instructions" in saved:
+                per_rpc["instructions"] = {tuple(_key(part) for part in key.split(" | ")): costs
+                                           for key, costs in saved["instructions"].items()}  # fmt: skip
+                continue
+            if "cpu" in saved:
+                per_rpc.update(cpu=saved["cpu"], expected=saved["expected"])
+                continue
             suite = pyperf.BenchmarkSuite.load(path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, unreadable, or not pyperf's JSON
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, unreadable, or not such a JSON
             raise SystemExit(f"python benchmark.py --plot: cannot read {path}: {exc}") from None
         version = suite.get_benchmarks()[0].get_metadata().get("python_version", path).split()[0]
-        results[version] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
-    print(per_call_chart(results, args.plot, args.plot_format))
+        per_call[version] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
+    if per_call:
+        print(per_call_chart(per_call, args.plot, args.plot_format))
+    if per_rpc:
+        print(per_rpc_chart(per_rpc, args.plot, args.plot_format))
+
+
+def _key(part):
+    return int(part) if part.isdigit() else part

@@ -395,19 +395,19 @@ def main(argv):
         shares = f"{ceiling / cpu:.2%}", f"{saved / cpu:.2%}"
         rows.append((kind, f"{cpu:.1f} µs", f"{ceiling:.3f} µs", shares[0], f"{saved:.3f} µs", shares[1]))
     print(format_table(rows))
+    results = {
+        "versions": versions,
+        "modes": modes,
+        "rounds": args.rounds,
+        "rpcs": args.rpcs,
+        "cpu": {f"{kind} | {side}": savings[kind, side] for kind, side in savings},
+        "expected": {f"{kind} | {side}": expected[kind][side] for kind in expected for side in expected[kind]},
+        "measured": {f"{mode} | {kind}": measured[mode, kind] for mode in modes for kind in RPC_KINDS},
+        "breakdown": breakdown,
+    }
     if args.o:
-        results = {
-            "versions": versions,
-            "modes": modes,
-            "rounds": args.rounds,
-            "rpcs": args.rpcs,
-            "cpu": {f"{kind} | {side}": savings[kind, side] for kind in RPC_KINDS for side in ("client", "server")},
-            "measured": {f"{mode} | {kind}": measured[mode, kind] for mode in modes for kind in RPC_KINDS},
-            "expected": {f"{kind} | {side}": expected[kind][side] for kind in expected for side in expected[kind]},
-            "breakdown": breakdown,
-        }
         with open(args.o, "w", encoding="utf-8") as file:
             json.dump(results, file, indent=1)
         print(f"wrote {args.o}")
     if args.plot:
-        print(plot.per_rpc_chart(breakdown, args.plot, args.plot_format))
+        print(plot.per_rpc_chart(results, args.plot, args.plot_format))

@@ -524,6 +524,17 @@ def _metadata_differences(names: list[str], owns: dict[str, Any]) -> dict[str, s
     differ from grpc's own, each alone, so that the verdict names the one that does (or all, if none alone)."""
     if not names:
         return {}
+    return dict(_probed(tuple(names), tuple(owns[name] for name in names), _metadata_class()))
+
+
+@functools.lru_cache(maxsize=16)
+def _probed(names: tuple[str, ...], owns: tuple[Any, ...], cls: Any) -> tuple[tuple[str, str | None], ...]:
+    """_metadata_differences, remembered: its verdicts follow from these objects alone (patch(), undone and
+    redone, asks again), since the class's shape and globals are checked before, every time."""
+    return tuple(_metadata_verdicts(list(names), dict(zip(names, owns, strict=True))).items())
+
+
+def _metadata_verdicts(names: list[str], owns: dict[str, Any]) -> dict[str, str | None]:
 
     def difference(replaced: list[str]) -> str | None:
         theirs, mine = _metadata_outcomes(owns, []), _metadata_outcomes(owns, replaced)

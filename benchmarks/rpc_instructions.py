@@ -1,0 +1,282 @@
+"""--rpc-instructions: the instructions an RPC costs each process, stock and patched, counted by callgrind.
+
+A server and a client, each a process of its own, each under valgrind --tool=callgrind. For each of
+no request headers and ten, the client makes 30 RPCs to warm up, then a "mark" RPC, N RPCs, a mark,
+2N RPCs, a mark. At each mark both processes dump their counters (callgrind dumps when libc's
+getppid is entered: the server's handler calls it for a mark, the client once the mark's reply is
+back). The dump between the second and third marks less the one between the first and second is
+N RPCs exactly: start-up, warm-up and the marks themselves cancel out. Instructions per RPC are that
+difference over N, in all and split by the object they ran in. Every configuration runs stock,
+patched, and stock again: the control, which shows what the method calls a difference.
+"""
+
+import argparse
+import asyncio
+import collections
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchmarks import plot
+from benchmarks.suite import small_message
+from benchmarks.timing import format_table
+from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_stubs, import_stubs, make_servicer
+
+BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
+FLAVOURS = ("sync", "aio")
+MODES = ("stock", "patched", "stock-again")
+HEADER_COUNTS = (0, len(REQUEST_HEADERS))
+RPCS = 600  # N, the default of --rpcs: the control within 1% here (fewer: up to 2.8% at 50, 1.2% at 200)
+WARM_UP = 30
+MARK = "mark"
+OBJECTS = ("interpreter loop", "rest of libpython", "grpc's extension", "fastcommon", "libc", "the rest")
+
+
+def marking_servicer(pb2, pb2_grpc, flavour):
+    """The echo service, whose handler reads the invocation metadata (as interceptors do) and marks on "mark";
+    for grpc.aio a coroutine, as aio services have (a plain function would run in a thread pool)."""
+    base = type(make_servicer(pb2, pb2_grpc))
+
+    def answer(request, context):
+        context.invocation_metadata()
+        if request.text == MARK:
+            os.getppid()  # callgrind dumps here
+        return pb2.Echo(text=request.text, payload=request.payload, count=request.count + 1)
+
+    class Marking(base):
+        def Unary(self, request, context):
+            return answer(request, context)
+
+    class AioMarking(base):
+        async def Unary(self, request, context):
+            return answer(request, context)
+
+    return AioMarking() if flavour == "aio" else Marking()
+
+
+def server(mode, flavour, stubs_dir):
+    """A server process: prints its port, then serves until its stdin closes."""
+    if mode == "patched":
+        import fastcommon
+
+        fastcommon.patch()
+    pb2, pb2_grpc = import_stubs(stubs_dir)
+    servicer = marking_servicer(pb2, pb2_grpc, flavour)
+    if flavour == "aio":
+
+        async def serve():
+            async with aio_echo_server(pb2, pb2_grpc, servicer=servicer) as address:
+                print(address.rsplit(":", 1)[1], flush=True)
+                await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+        asyncio.run(serve())
+    else:
+        with echo_server(pb2, pb2_grpc, max_workers=4, servicer=servicer) as address:
+            print(address.rsplit(":", 1)[1], flush=True)
+            sys.stdin.read()
+
+
+def client(mode, flavour, port, stubs_dir, rpcs):
+    """A client process: for each header count, warm-up, mark, N RPCs, mark, 2N RPCs, mark."""
+    if mode == "patched":
+        import fastcommon
+
+        fastcommon.patch()
+    import grpc
+
+    pb2, pb2_grpc = import_stubs(stubs_dir)
+    request, mark, n = small_message(pb2.Echo), pb2.Echo(text=MARK), int(rpcs)
+    if flavour == "aio":
+
+        async def run():
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = pb2_grpc.EchoServiceStub(channel)
+                for headers in HEADER_COUNTS:
+                    metadata = REQUEST_HEADERS[:headers] or None
+                    for count in (WARM_UP, 0, n, 2 * n):
+                        for _ in range(count):
+                            await stub.Unary(request, metadata=metadata)
+                        if count != WARM_UP:
+                            await stub.Unary(mark, metadata=metadata)
+                            os.getppid()  # callgrind dumps here
+
+        asyncio.run(run())
+    else:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb2_grpc.EchoServiceStub(channel)
+            for headers in HEADER_COUNTS:
+                metadata = REQUEST_HEADERS[:headers] or None
+                for count in (WARM_UP, 0, n, 2 * n):
+                    for _ in range(count):
+                        stub.Unary(request, metadata=metadata)
+                    if count != WARM_UP:
+                        stub.Unary(mark, metadata=metadata)
+                        os.getppid()  # callgrind dumps here
+
+
+def category(obj, function, executable):
+    """Which of OBJECTS an object file and function are counted under."""
+    name = os.path.basename(obj)
+    if function.startswith("_PyEval_EvalFrameDefault"):
+        return OBJECTS[0]
+    if name.startswith("libpython") or name == executable:
+        return OBJECTS[1]
+    if "cygrpc" in name:
+        return OBJECTS[2]
+    if "fast_common" in name:
+        return OBJECTS[3]
+    if name.startswith(("libc.so", "libc-")):
+        return OBJECTS[4]
+    return OBJECTS[5]
+
+
+def self_costs(path, executable, names):
+    """{category: instructions} of one callgrind dump: each function's own cost, not what it called.
+
+    ``names`` holds the compressed names seen so far in this process's dumps, by kind ("ob", "fn"): callgrind
+    defines each once per run, in whichever dump first has it, on a line of the function or of a call to it.
+    """
+    current = {"ob": "", "fn": ""}
+    costs = collections.Counter()
+    skip_next = False
+    with open(path, encoding="utf-8", errors="replace") as file:
+        for line in file:
+            if skip_next:  # the inclusive cost of a call, counted in the callee's own lines
+                skip_next = False
+                continue
+            key, equals, rest = line.partition("=")
+            if equals and key in ("ob", "fn", "cob", "cfn"):
+                kind, rest = key[-2:], rest.strip()
+                name = rest
+                if rest.startswith("("):
+                    ident, _, name = rest.partition(")")
+                    name = name.strip() or names[kind].get(ident, "")
+                    names[kind][ident] = name
+                if key == kind:  # ob=, fn=: the context of the cost lines below; cob=, cfn=: only a call's
+                    current[kind] = name
+            elif line.startswith("calls="):
+                skip_next = True
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                fields = line.split()
+                if len(fields) >= 2:
+                    costs[category(current["ob"], current["fn"], executable)] += int(fields[1])
+    return costs
+
+
+def per_rpc(out_prefix, rpcs, executable):
+    """{headers: {category: instructions per RPC}} from one process's dumps: (2N segment - N segment) / N."""
+    dumps = sorted(glob.glob(f"{out_prefix}.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
+    marks = 3 * len(HEADER_COUNTS)  # then the rest at exit, where the process ends by itself
+    if len(dumps) not in (marks, marks + 1):
+        raise RuntimeError(f"{out_prefix}: {len(dumps)} callgrind dumps, not {marks}: a getppid call unaccounted for")
+    names = {"ob": {}, "fn": {}}
+    segments = [self_costs(dump, executable, names) for dump in dumps[:marks]]  # in order: names carry over
+    return {
+        headers: {name: (segments[3 * index + 2][name] - segments[3 * index + 1][name]) / rpcs for name in OBJECTS}
+        for index, headers in enumerate(HEADER_COUNTS)
+    }
+
+
+def under_callgrind(out_prefix, args):
+    command = [
+        "valgrind", "--tool=callgrind", "--dump-before=getppid", f"--callgrind-out-file={out_prefix}",
+        sys.executable, BENCHMARK, *args,
+    ]  # fmt: skip
+    environ = {**os.environ, "PYTHONHASHSEED": "0"}
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=environ)  # fmt: skip
+
+
+def measure(stubs_dir, out_dir, rpcs):
+    """{(flavour, headers, process, mode): {category: instructions per RPC}}, a server and client at a time."""
+    executable = os.path.basename(os.path.realpath(sys.executable))
+    results = {}
+    for flavour in FLAVOURS:
+        for mode in MODES:
+            print(f"--rpc-instructions: {flavour}, {mode}", file=sys.stderr, flush=True)
+            prefix = os.path.join(out_dir, f"{flavour}-{mode}")
+            serving = under_callgrind(f"{prefix}-server", ["--rpc-instructions-server", mode, flavour, stubs_dir])
+            try:
+                port = serving.stdout.readline().strip()
+                if not port.isdigit():
+                    raise RuntimeError(f"the {flavour} server under callgrind did not start: {serving.stderr.read()}")
+                asking = under_callgrind(
+                    f"{prefix}-client", ["--rpc-instructions-client", mode, flavour, port, stubs_dir, str(rpcs)]
+                )
+                _, errors = asking.communicate()
+                if asking.returncode != 0:
+                    raise RuntimeError(f"the {flavour} client under callgrind failed: {errors[-2000:]}")
+            finally:
+                serving.stdin.close()
+                serving.wait(timeout=600)
+            for process in ("server", "client"):
+                for headers, costs in per_rpc(f"{prefix}-{process}", rpcs, executable).items():
+                    results[flavour, headers, process, mode] = costs
+    return results
+
+
+def report(results, rpcs):
+    """The tables: instructions per RPC, stock against patched, the control; and where they run."""
+    lines = []
+    rows = [("RPCs", "process", "stock", "patched", "saved", "control: stock again")]
+    for flavour in FLAVOURS:
+        for headers in HEADER_COUNTS:
+            for process in ("server", "client"):
+                stock, patched, again = (sum(results[flavour, headers, process, mode].values()) for mode in MODES)
+                rows.append(
+                    (f"{flavour} unary, {headers} headers", process, f"{stock:,.0f}", f"{patched:,.0f}",
+                     f"{stock - patched:,.0f} ({(stock - patched) / stock:.1%})", f"{(again - stock) / stock:+.2%}")
+                )  # fmt: skip
+    lines += [f"Instructions per RPC (callgrind; {rpcs} RPCs, the difference of 2N and N between marks):"]
+    lines += [format_table(rows), ""]
+    rows = [("RPCs", "process", "mode", *OBJECTS)]
+    for flavour in FLAVOURS:
+        for headers in HEADER_COUNTS:
+            for process in ("server", "client"):
+                for mode in MODES[:2]:
+                    costs = results[flavour, headers, process, mode]
+                    total = sum(costs.values())
+                    shares = [f"{costs[name]:,.0f} ({costs[name] / total:.0%})" for name in OBJECTS]
+                    rows.append((f"{flavour} unary, {headers} headers", process, mode, *shares))
+    lines += ["Where they run, instructions per RPC (and share) by object:", format_table(rows)]
+    return "\n".join(lines)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="python benchmark.py --rpc-instructions", description=__doc__.splitlines()[0])
+    parser.add_argument("--rpc-instructions", action="store_true")
+    parser.add_argument("--rpcs", type=int, default=RPCS, help=f"N, the RPCs of the first measured batch ({RPCS})")
+    parser.add_argument("-o", metavar="FILE", help="also write the results as JSON, to chart with --plot")
+    parser.add_argument("--plot", metavar="DIR", help="also chart the results into DIR")
+    parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        sys.exit("--rpc-instructions needs valgrind, which is not installed: apt-get install valgrind")
+
+    import grpc
+
+    import fastcommon
+
+    started = time.monotonic()
+    versions = (
+        f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
+        f"({fastcommon.IMPLEMENTATION})"
+    )
+    print(versions)
+    with tempfile.TemporaryDirectory() as stubs_dir, tempfile.TemporaryDirectory() as out_dir:
+        generate_stubs(stubs_dir)
+        results = measure(stubs_dir, out_dir, args.rpcs)
+    print(report(results, args.rpcs))
+    print(f"\n(--rpc-instructions took {time.monotonic() - started:.0f} s)")
+    if args.o:
+        flat = {" | ".join(map(str, key)): costs for key, costs in results.items()}
+        with open(args.o, "w", encoding="utf-8") as file:
+            json.dump({"versions": versions, "rpcs": args.rpcs, "instructions": flat}, file, indent=1)
+        print(f"wrote {args.o}")
+    if args.plot:
+        print(plot.per_rpc_chart({"instructions": results}, args.plot, args.plot_format))
