@@ -1,6 +1,7 @@
 """grpc.aio's Metadata with fastcommon's methods: what users, interceptors and grpc see is stock grpc's."""
 
 import asyncio
+import inspect
 import pickle
 import sys
 import warnings
@@ -53,6 +54,8 @@ def test_patch_puts_fastcommons_methods_on_grpcs_own_class_and_unpatch_takes_the
             assert _patching.in_grpc(name) is not GRPC_METADATA_OWNS[name] and fastcommon.is_patched(name)
             own, ours, wrapping = GRPC_METADATA_OWNS[name], _patching.in_grpc(name), (classmethod, staticmethod)
             assert type(ours) is type(own) if isinstance(own, wrapping) else not isinstance(ours, wrapping)
+            own, ours = (getattr(method, "__func__", method) for method in (own, ours))
+            assert (inspect.signature(ours), ours.__doc__) == (inspect.signature(own), own.__doc__)
         metadata = Metadata(("k", "v"))
         assert isinstance(metadata, Metadata) and isinstance(metadata, grpc.aio.Metadata)
         assert type(iter(metadata)).__name__ == "MetadataIterator"  # the one difference a user can see

@@ -177,6 +177,14 @@ cdef inline object _ordered_dict_of(object self):
     return found if type(found) is _OrderedDict else None
 
 
+cdef inline object _keyed_ordered_dict(object self, object cls, object key):
+    """self._metadata where a method's fast path may use it for ``key``: self an exact instance of cls, key an
+    exact str (hashing and comparing it run no Python code), self._metadata an exact OrderedDict; else None."""
+    if type(self) is cls and type(key) is str:
+        return _ordered_dict_of(self)
+    return None
+
+
 cdef inline bint _all_plain_pairs(tuple args):
     for pair in args:
         if not fastcommon_is_plain_pair(pair):
@@ -262,13 +270,12 @@ cdef object _make_add(object own, object cls, Py_ssize_t counter):
     def add(self, key, value):
         cdef PyObject *found
         _count(counter)
-        if type(self) is cls and type(key) is str:
-            metadata = _ordered_dict_of(self)
-            if metadata is not None:
-                found = PyDict_GetItemWithError(metadata, key)
-                if found is NULL or type(<object>found) is list:
-                    _add_in_place(metadata, key, value)
-                    return None
+        metadata = _keyed_ordered_dict(self, cls, key)
+        if metadata is not None:
+            found = PyDict_GetItemWithError(metadata, key)
+            if found is NULL or type(<object>found) is list:
+                _add_in_place(metadata, key, value)
+                return None
         return own(self, key, value)
 
     return add
@@ -284,7 +291,7 @@ cdef object _make_from_tuple(object own, object cls, Py_ssize_t counter):
             return _construct(cls, raw_metadata if raw_metadata else (), counter >= 0)
         return own_function(cls, raw_metadata)
 
-    return classmethod(from_tuple)
+    return from_tuple
 
 
 cdef object _make_create(object own, object cls, Py_ssize_t counter):
@@ -299,7 +306,7 @@ cdef object _make_create(object own, object cls, Py_ssize_t counter):
             return _construct(cls, raw_metadata if raw_metadata else (), counter >= 0)
         return own_function(cls, raw_metadata)
 
-    return classmethod(_create)
+    return _create
 
 
 @cython.final
@@ -421,14 +428,13 @@ cdef object _make_getitem(object own, object cls, Py_ssize_t counter):
     def __getitem__(self, key):
         cdef PyObject *found
         _count(counter)
-        if type(self) is cls and type(key) is str:
-            metadata = _ordered_dict_of(self)
-            if metadata is not None:
-                found = PyDict_GetItemWithError(metadata, key)
-                if found is NULL:
-                    return fastcommon_key_error(key)  # self._metadata[key], missing
-                if type(<object>found) is list and fastcommon_list_size(<object>found) > 0:
-                    return <object>fastcommon_list_item(<object>found, 0)
+        metadata = _keyed_ordered_dict(self, cls, key)
+        if metadata is not None:
+            found = PyDict_GetItemWithError(metadata, key)
+            if found is NULL:
+                return fastcommon_key_error(key)  # self._metadata[key], missing
+            if type(<object>found) is list and fastcommon_list_size(<object>found) > 0:
+                return <object>fastcommon_list_item(<object>found, 0)
         return own(self, key)
 
     return __getitem__
@@ -453,11 +459,10 @@ cdef object _make_get_all(object own, object cls, Py_ssize_t counter):
     def get_all(self, key):
         cdef PyObject *found
         _count(counter)
-        if type(self) is cls and type(key) is str:
-            metadata = _ordered_dict_of(self)
-            if metadata is not None:
-                found = PyDict_GetItemWithError(metadata, key)
-                return [] if found is NULL else <object>found
+        metadata = _keyed_ordered_dict(self, cls, key)
+        if metadata is not None:
+            found = PyDict_GetItemWithError(metadata, key)
+            return [] if found is NULL else <object>found
         return own(self, key)
 
     return get_all
@@ -467,10 +472,9 @@ cdef object _make_contains(object own, object cls, Py_ssize_t counter):
     @cython.binding(True)
     def __contains__(self, key):
         _count(counter)
-        if type(self) is cls and type(key) is str:
-            metadata = _ordered_dict_of(self)
-            if metadata is not None:
-                return key in <dict>metadata
+        metadata = _keyed_ordered_dict(self, cls, key)
+        if metadata is not None:
+            return key in <dict>metadata
         return own(self, key)
 
     return __contains__
@@ -514,7 +518,7 @@ cdef object _make_init_metadata(object own, object cls, Py_ssize_t counter):
                     return fastcommon_call_method1(metadata_class, _FROM_TUPLE, metadata)
         return own_function(metadata, compression)
 
-    return staticmethod(_init_metadata)
+    return _init_metadata
 
 
 cdef dict _MAKERS = {
@@ -547,7 +551,10 @@ def metadata_method(name, own, cls, /, *, counted=False):
         raise TypeError(f"metadata_method() needs grpc's own {name} as its class holds it, not {own!r}")
     if not isinstance(cls, type):
         raise TypeError(f"metadata_method() needs a class, not {cls!r}")
-    return _MAKERS[name](own, cls, COUNTED.index(name) if counted else -1)
+    made = _MAKERS[name](own, cls, COUNTED.index(name) if counted else -1)
+    made.__doc__ = function.__doc__
+    made.__wrapped__ = function  # inspect.signature shows grpc's own, annotations and all
+    return type(own)(made) if wrapped else made
 
 
 # The code objects of fastcommon's __init__ and add, by which their replacements are known wherever they are.
