@@ -21,6 +21,7 @@ import tempfile
 # Run as a script: the project's top (benchmarks/, grpc_echo/) goes first on sys.path, as benchmark.py has it.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.rpc_instructions import OBJECTS, self_costs
 from benchmarks.timing import AIO_METADATA, HEADER, IMPLEMENTATIONS, METHOD
 
 CASES = (  # label, function name, input
@@ -148,12 +149,22 @@ def count(python, calls):
         labels = result.stdout.splitlines()
         dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
         totals = [dump_total(p) for p in dumps]
-    if len(totals) < 3 * len(labels):
-        sys.exit(f"{python}: callgrind dumped {len(totals)} times, not 3 per case: it never saw libc's {MARKER}")
+        if len(totals) < 3 * len(labels):
+            sys.exit(f"{python}: callgrind dumped {len(totals)} times, not 3 per case: it never saw libc's {MARKER}")
+        # Where a grpc.aio call's metadata path runs: callgrind names each object and function once a run, in
+        # the first dump that has it, so every dump is read, in order.
+        executable, names = os.path.basename(os.path.realpath(python)), {"ob": {}, "fn": {}}
+        segments = [self_costs(dump, executable, names) for dump in dumps[: 3 * len(labels)]]
     # Dumps come in threes per case (warm-up, N, 2N); the last file is the rest of the run.
     per_iteration = {label: (totals[3 * i + 2] - totals[3 * i + 1]) / calls for i, label in enumerate(labels)}
     loop = per_iteration.pop("loop")
-    return {label: cost - loop for label, cost in per_iteration.items()}
+    costs = {label: cost - loop for label, cost in per_iteration.items()}
+    for i, label in enumerate(labels):
+        if label.startswith(tuple(AIO_METADATA)):
+            costs[f"{label} | where"] = {
+                name: (segments[3 * i + 2][name] - segments[3 * i + 1][name]) / calls for name in OBJECTS
+            }
+    return costs
 
 
 def version_of(python):
@@ -202,6 +213,13 @@ def table(python, calls):
         grpcs, ours, floor = (costs.get(f"{label} | {who}") for who in ("grpc.aio", "fastcommon", "floor"))
         compiled = "n/a | n/a" if ours is None else f"{ours:.1f} | {ours / grpcs:.2f}"
         lines.append(f"| {label} | {grpcs:.1f} | {compiled} | {floor:.1f} |")
+    lines += ["", f"| where the path runs, per call (the loop's own few in the first column) | {' | '.join(OBJECTS)} |"]
+    lines.append("|---|" + "---:|" * len(OBJECTS))
+    for label in AIO_METADATA:
+        for who in ("grpc.aio", "fastcommon"):
+            where = costs.get(f"{label} | {who} | where")
+            if where is not None:
+                lines.append(f"| {label}, {who} | " + " | ".join(f"{where[name]:,.0f}" for name in OBJECTS) + " |")
     return "\n".join(lines)
 
 

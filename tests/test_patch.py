@@ -22,7 +22,7 @@ from fastcommon import _patching
 
 NAMES = FUNCTIONS  # grpc._common's; the metadata entry class has tests of its own (test_metadatum.py)
 PATCHED = expected_patch()
-METADATUM_TOO = PATCHED[len(FUNCTIONS) :]  # ("_Metadatum",) where this build offers it
+BEYOND_FUNCTIONS = PATCHED[len(FUNCTIONS) :]  # _Metadatum and the aio Metadata methods, where this build offers them
 
 
 def assert_stock():
@@ -55,7 +55,7 @@ def test_patch_replaces_and_unpatch_restores_the_exact_originals():
     assert fastcommon.is_patched() and all(fastcommon.is_patched(name) for name in PATCHED)
     for name in NAMES:
         assert getattr(grpc_common, name) is getattr(fastcommon, name)
-    if METADATUM_TOO:
+    if "_Metadatum" in PATCHED:  # not in a Limited API (abi3) build
         assert type(cygrpc._Metadatum) is fastcommon.fast_common.MetadatumConstructor
         assert cygrpc._Metadatum.cls is GRPC_METADATUM
     assert fastcommon.patch() == ()  # a second call changes nothing
@@ -108,7 +108,7 @@ def test_unpatch_leaves_a_later_patch_by_someone_else_alone_and_keeps_grpcs_own(
     ours = grpc_common.encode
     theirs = lambda s: ours(s)  # noqa: E731  (another library, wrapping what it found)
     grpc_common.encode = theirs
-    assert fastcommon.unpatch() == ("decode", "serialize", "deserialize", *METADATUM_TOO)
+    assert fastcommon.unpatch() == ("decode", "serialize", "deserialize", *BEYOND_FUNCTIONS)
     assert grpc_common.encode is theirs
     assert fastcommon.is_patched() and fastcommon.is_patched("encode")  # grpc's own is not forgotten
     grpc_common.encode = ours  # the other library unwraps
@@ -157,7 +157,7 @@ def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
 def test_zero_copy_deserialize_is_left_to_grpc_and_the_rest_replaced(monkeypatch):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     replaced, message = patch_expecting_one_warning()
-    assert replaced == ("encode", "decode", "serialize", *METADATUM_TOO)
+    assert replaced == ("encode", "decode", "serialize", *BEYOND_FUNCTIONS)
     assert message == (
         "fastcommon leaves grpc._common.deserialize (its code is not one fastcommon's suite ran against) to grpc "
         f"on grpcio {grpc.__version__}; fastcommon's suite ran against grpcio 1.62.3, 1.73.1, 1.80.1, 1.85.1 "
@@ -192,7 +192,7 @@ def test_the_probes_alone_catch_zero_copy_deserialize(monkeypatch):
     trust(monkeypatch, "deserialize", zero_copy_deserialize)
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     replaced, message = patch_expecting_one_warning()
-    assert replaced == ("encode", "decode", "serialize", *METADATUM_TOO)
+    assert replaced == ("encode", "decode", "serialize", *BEYOND_FUNCTIONS)
     assert "grpc._common.deserialize (it differs on a probe: deserialize(memoryview" in message
     fastcommon.unpatch()
 
@@ -219,7 +219,7 @@ def test_two_changed_functions_give_one_warning_naming_both(monkeypatch):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
     replaced, message = patch_expecting_one_warning()
-    assert replaced == ("decode", "serialize", *METADATUM_TOO)
+    assert replaced == ("decode", "serialize", *BEYOND_FUNCTIONS)
     assert "leaves grpc._common.encode (" in message and "; grpc._common.deserialize (" in message
     fastcommon.unpatch()
 

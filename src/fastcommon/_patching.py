@@ -457,7 +457,7 @@ def not_offered(name: str, modules: dict[str, types.ModuleType] | None = None) -
     """Why fastcommon has nothing for ``name`` here (grpc's own then stays, unwarned), or None."""
     if not hasattr(chosen, BY_NAME[name].needs):
         if chosen is common:
-            return "fastcommon runs pure Python here, which builds it no faster than grpc"
+            return "fastcommon runs pure Python here, which does it no faster than grpc"
         return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
     if grpc_own(name, modules) is None:
         return f"grpcio {grpcio_version()} has no {name} of its own"
@@ -495,7 +495,8 @@ def assess(modules: dict[str, types.ModuleType] | None = None) -> dict[str, str 
 def _metadata_probe_class(owns: dict[str, Any], replaced: list[str]) -> Any:
     """A subclass of grpc's Metadata holding grpc's own methods, fastcommon's for those ``replaced``."""
     cls = _metadata_class()
-    probe = type(cls.__name__, (cls,), {name.split(".")[1]: own for name, own in owns.items() if "Metadata." in name})
+    methods = {name.split(".")[1]: own for name, own in owns.items() if name.startswith("Metadata.")}
+    probe = type(cls.__name__, (cls,), methods)
     for name in replaced:
         setattr(probe, name.split(".")[1], chosen.metadata_method(name, owns[name], probe))
     return probe
@@ -529,25 +530,22 @@ def _metadata_differences(names: list[str], owns: dict[str, Any]) -> dict[str, s
 
 @functools.lru_cache(maxsize=16)
 def _probed(names: tuple[str, ...], owns: tuple[Any, ...], cls: Any) -> tuple[tuple[str, str | None], ...]:
-    """_metadata_differences, remembered: its verdicts follow from these objects alone (patch(), undone and
-    redone, asks again), since the class's shape and globals are checked before, every time."""
-    return tuple(_metadata_verdicts(list(names), dict(zip(names, owns, strict=True))).items())
-
-
-def _metadata_verdicts(names: list[str], owns: dict[str, Any]) -> dict[str, str | None]:
+    """_metadata_differences, remembered: its verdicts follow from these objects alone (a patch() undone and
+    done again asks again), the class's shape and globals being checked before, every time."""
+    held = dict(zip(names, owns, strict=True))
 
     def difference(replaced: list[str]) -> str | None:
-        theirs, mine = _metadata_outcomes(owns, []), _metadata_outcomes(owns, replaced)
+        theirs, mine = _metadata_outcomes(held, []), _metadata_outcomes(held, replaced)
         differing = (label for (label, a), (_, b) in zip(theirs, mine, strict=True) if a != b)
         return next((f"it differs on a probe: {label}" for label in differing), None)
 
-    together = difference(names)
+    together = difference(list(names))
     if together is None:
-        return dict.fromkeys(names)
-    alone = {name: difference([name]) for name in names}
-    if any(alone.values()):
-        return alone
-    return {name: f"{together}, with fastcommon's other Metadata methods" for name in names}
+        return tuple((name, None) for name in names)
+    alone = [(name, difference([name])) for name in names]
+    if any(why for _, why in alone):
+        return tuple(alone)
+    return tuple((name, f"{together}, with fastcommon's other Metadata methods") for name in names)
 
 
 def grpcio_version() -> str:

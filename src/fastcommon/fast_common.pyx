@@ -230,12 +230,12 @@ cdef int _initialize(object self, tuple pairs, bint counting) except -1:
         return 0
     for pair in pairs:
         key = _first(pair)
-        if counting:
-            fastcommon_calls[_ADD_COUNTER] += 1
         if type(key) is str:  # no Python code runs: the OrderedDict holds only what this loop put in
             _add_in_place(metadata, key, _second(pair))
+            if counting:  # an add done in place is counted as the add it is
+                fastcommon_calls[_ADD_COUNTER] += 1
         else:
-            add(key, _second(pair))
+            add(key, _second(pair))  # which counts itself
     return 0
 
 
