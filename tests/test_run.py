@@ -106,9 +106,15 @@ def test_custom_excepthook_is_honoured(script, tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_signals_end_the_program_as_with_plain_python(script, tmp_path, signum):
     script("""
-        import threading
+        import signal, time
+        # As from a terminal: a shell's background job (CI's, say) starts with SIGINT ignored, and python
+        # keeps it ignored, with or without fastcommon.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         print("ready", flush=True)
-        threading.Event().wait(60)
+        # Idle in short sleeps, not one long wait: a SIGINT that lands just before a blocking call begins
+        # interrupts nothing, and Python raises KeyboardInterrupt only when the call returns.
+        for _ in range(600):
+            time.sleep(0.1)
     """)
     results = []
     for command in (["-m", "fastcommon", "run", "app.py"], ["app.py"]):

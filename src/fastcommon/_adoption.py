@@ -180,8 +180,11 @@ class Report:
         saved = sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9
         share = f"{saved / cpu_seconds:.3%}" if cpu_seconds > 0 else "n/a"
         left = [name for name in _patching.NAMES if name not in calls]
-        patched = ", ".join(calls) + (f"; left to grpc: {', '.join(left)}" if left else "")
-        counted = ", ".join(f"{name} {count:,}" for name, count in calls.items())
+        patched = listed(list(calls)) + (f"; left to grpc: {listed(left)}" if left else "")
+        # A method nobody called is one name among the uncalled; the four functions and _Metadatum always count.
+        uncalled = [name for name, count in calls.items() if not count and "." in name]
+        counted = ", ".join(f"{name} {count:,}" for name, count in calls.items() if name not in uncalled)
+        counted += f"; not called: {listed(uncalled)}" if uncalled else ""
         per_call = ", ".join(f"{name} {ns:.0f} ns" for name, ns in saving_ns.items()) or "-"
         return (
             f"fastcommon --report, process {os.getpid()} ({IMPLEMENTATION}): grpc patched ({patched})\n"
@@ -203,6 +206,20 @@ class Report:
             grpcs, ours = _taken(grpcs), _taken(ours)
         saving = ns_per_call(grpcs, arguments(cls, cls(_patching.USER_AGENT)), 2000)
         return saving - ns_per_call(ours, arguments(cls, cls(_patching.USER_AGENT)), 2000)
+
+
+def listed(names: list[str]) -> str:
+    """Names as the report lists them: all of a class's methods fastcommon replaces, as one entry."""
+    entries: list[str] = []
+    for name in names:
+        owner, dot, _ = name.partition(".")
+        methods = [other for other in _patching.NAMES if other.startswith(owner + ".")]
+        if dot and len(methods) > 1 and set(methods) <= set(names):
+            entry = f"{owner}'s {len(methods)} methods"
+            entries += [] if entry in entries else [entry]
+        else:
+            entries.append(name)
+    return ", ".join(entries)
 
 
 def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int, repeat: int = 5) -> float:
