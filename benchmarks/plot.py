@@ -112,6 +112,7 @@ def _instructions_panel(axis, results):
         range(len(rows)), [f"{flavour}, {headers} headers: {process}" for flavour, headers, process in rows]
     )
     axis.invert_yaxis()
+    axis.set_xlim(0, axis.get_xlim()[1] * 1.25)  # room for the labels right of each bar
     axis.set_xlabel("thousands of instructions per RPC (callgrind)")
     axis.set_title("python benchmark.py --rpc-instructions")
 
@@ -126,6 +127,8 @@ def _cpu_panel(axis, results):
         axis.plot(expected, row, "x", color="#ff7f0e", label="expected from the calls counted" if row == 0 else None)
         axis.text(saved + ci, row, f"  {saved:+.1f} ± {ci:.1f} µs ({verdict})", va="center", fontsize=8)
     axis.axvline(0, color="#606060", linewidth=0.8)
+    low, high = axis.get_xlim()
+    axis.set_xlim(low, high + (high - low) * 0.5)  # room for the labels right of each interval
     axis.set_yticks(range(len(labels)), [label.replace(" | ", ": ") for label in labels])
     axis.invert_yaxis()
     axis.set_xlabel("µs of CPU saved per RPC (stock minus patched)")
