@@ -305,6 +305,10 @@ def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch, cap
         replaces += ", which buys nothing: fastcommon runs pure Python here"
     encode = _patching.fingerprint(GRPC_ORACLE["encode"])
     assert lines["grpc._common.encode"].split() == ["grpc._common.encode", "fingerprint", encode, *replaces.split()]
+    for name, own in GRPC_METADATA_OWNS.items():  # grpc.aio's Metadata methods are gated by theirs too
+        method = _patching.fingerprint(getattr(own, "__func__", own))
+        assert lines[f"{_patching.HOMES[name]}.{name}"].split()[1:3] == ["fingerprint", method]
+    assert lines["grpc._cython.cygrpc._Metadatum"].split()[1:3] == ["fingerprint", "-"]  # a class, judged by shape
     changed = _patching.fingerprint(zero_copy_deserialize)
     assert lines["grpc._common.deserialize"].count(changed) == 1
     assert lines["grpc._common.deserialize"].endswith(

@@ -109,7 +109,8 @@ def show_status() -> None:
     verdicts = _patching.assess(modules)
     width = max(len(f"{_patching.HOMES[name]}.{name}") for name in _patching.NAMES)
     for name in _patching.NAMES:
-        found = _patching.fingerprint(_patching.grpc_own(name, modules)) if name in _patching.FUNCTIONS else None
+        own = _patching.grpc_own(name, modules)  # a function or a method has a fingerprint; a class, none
+        found = _patching.fingerprint(getattr(own, "__func__", own)) if name in _patching.KNOWN_FINGERPRINTS else None
         if fastcommon.is_patched(name):
             verdict = "fastcommon's, patched in this process"
         elif verdicts[name] is not None:
