@@ -533,9 +533,10 @@ def _probed(names: tuple[str, ...], owns: tuple[Any, ...], cls: Any) -> tuple[tu
     """_metadata_differences, remembered: its verdicts follow from these objects alone (a patch() undone and
     done again asks again), the class's shape and globals being checked before, every time."""
     held = dict(zip(names, owns, strict=True))
+    theirs = _metadata_outcomes(held, [])  # grpc's own, once: each difference below compares against it
 
     def difference(replaced: list[str]) -> str | None:
-        theirs, mine = _metadata_outcomes(held, []), _metadata_outcomes(held, replaced)
+        mine = _metadata_outcomes(held, replaced)
         differing = (label for (label, a), (_, b) in zip(theirs, mine, strict=True) if a != b)
         return next((f"it differs on a probe: {label}" for label in differing), None)
 
