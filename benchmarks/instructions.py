@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.rpc_instructions import OBJECTS, self_costs
 from benchmarks.timing import AIO_METADATA, HEADER, IMPLEMENTATIONS, METHOD
+from fastcommon._patching import METADATUM, counter
 
 CASES = (  # label, function name, input
     ("encode(str)", "encode", METHOD),
@@ -95,8 +96,9 @@ def child(calls):
         measured += [(f"{label} | grpc.aio", path(_BaseMultiCallable._init_metadata), (metadata,))]
         measured += [(f"{label} | floor", tuple, (metadata or (),))]
     if hasattr(compiled, "MetadatumConstructor"):  # not in a Limited API (abi3) build
-        measured += [(METADATUM_CASES[1], compiled.MetadatumConstructor(cygrpc._Metadatum), HEADER)]
-        measured += [("counted metadatum", compiled.MetadatumConstructor(cygrpc._Metadatum, counted=True), HEADER)]
+        constructor = compiled.MetadatumConstructor
+        measured += [(METADATUM_CASES[1], constructor(cygrpc._Metadatum).build, HEADER)]
+        measured += [("counted metadatum", constructor(cygrpc._Metadatum, counter=counter(METADATUM)).build, HEADER)]
 
     def measure(cases):
         for _, function, arguments in cases:
@@ -109,7 +111,7 @@ def child(calls):
             os.getppid()
 
     measure(measured)
-    if hasattr(fastcommon._implementation.chosen, "metadata_method"):  # not in pure Python
+    if hasattr(fastcommon._implementation.chosen, "metadata_methods"):  # not in pure Python
         with fastcommon.patched():
             patched = [(f"{label} | fastcommon", path(_BaseMultiCallable._init_metadata), (metadata,))
                        for label, metadata in AIO_METADATA.items()]  # fmt: skip

@@ -181,7 +181,7 @@ def run_per_call(runner, message_class, more_inputs):
     bench(runner, benches, f"{METADATUM} | {METADATUM_GRPC}", grpcs, *HEADER)
     compiled = modules["fastcommon.fast_common"]
     if hasattr(compiled, "MetadatumConstructor"):  # not in pure Python, nor in a Limited API (abi3) build
-        constructor = compiled.MetadatumConstructor(grpcs)
+        constructor = compiled.MetadatumConstructor(grpcs).build
         bench(runner, benches, f"{METADATUM} | fastcommon.fast_common", constructor, *HEADER)
     benches[f"{METADATUM} | {TUPLE_FLOOR}"] = runner.bench_time_func(
         f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, *HEADER, inner_loops=UNROLL
@@ -189,7 +189,7 @@ def run_per_call(runner, message_class, more_inputs):
     for label, metadata in AIO_METADATA.items():
         labels.append(label)
         for name, patched in ((AIO_METADATA_GRPC, False), ("fastcommon.fast_common", True)):
-            if patched and not hasattr(compiled, "metadata_method"):  # pure Python: nothing to time
+            if patched and not hasattr(compiled, "metadata_methods"):  # pure Python: nothing to time
                 continue
             benches[f"{label} | {name}"] = runner.bench_time_func(
                 f"{label} | {name}", time_aio_metadata, metadata, patched, inner_loops=UNROLL

@@ -11,6 +11,9 @@ from conftest import GRPC_METADATA_OWNS, NEEDS_GRPCIO, expected_patch
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
+import copy
+
+import hostile
 from changed_metadata import MADE_UP_CHANGES
 from grpc.aio import _channel
 from grpc.aio import _metadata as grpc_metadata
@@ -86,6 +89,47 @@ def test_any_metadata_is_made_and_read_as_stock_grpc_makes_and_reads_it(pairs, s
 
 
 @compiled_methods
+@settings(max_examples=300, deadline=None)
+@given(scenario=hostile.SCENARIO)
+def test_keys_and_pairs_that_run_code_midway_end_as_with_stock_grpc(scenario):
+    # A key whose hash empties, shortens or lengthens a later list pair, replaces or deletes _metadata, rebinds the
+    # class's add or gives the instance one; pairs of every container, the wrong length late; every way to make one.
+    def making(init_metadata):
+        return lambda cls: hostile.run(scenario, cls, init_metadata, Metadata)
+
+    stock = probes.outcome(making(GRPC_METADATA_OWNS["_BaseMultiCallable._init_metadata"].__func__), stock_class())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastcommon.patched():
+            patched = probes.outcome(making(_channel._BaseMultiCallable._init_metadata), Metadata)
+    assert patched == stock
+
+
+@compiled_methods
+def test_the_iterator_refuses_to_be_copied_or_pickled_as_the_generator_does():
+    refused = []
+    for metadata in (stock_class()(*probes.PAIRS), None):
+        if metadata is None:
+            with fastcommon.patched():
+                metadata = Metadata(*probes.PAIRS)
+                iterator = iter(metadata)
+        else:
+            iterator = iter(metadata)
+        next(iterator)
+        answers = []
+        for attempt in (copy.copy, copy.deepcopy, pickle.dumps, lambda it: it.__reduce_ex__(2)):
+            with pytest.raises(TypeError) as raised:
+                attempt(iterator)
+            answers.append(type(raised.value))
+        answers.append([name for name in ("__setstate__", "__reduce__") if name in type(iterator).__dict__])
+        answers.append(list(iterator))  # what it had left, untouched by the attempts
+        refused.append(answers)
+    assert refused[1] == refused[0]
+    with pytest.raises(TypeError):
+        type(iter(Metadata()))()  # and nothing outside can make one
+
+
+@compiled_methods
 def test_pickles_of_grpcs_own_class_are_the_same_bytes():
     pairs = (("a", "1"), ("b", b"\x00"), ("a", "3"))
     stock = pickle.dumps(Metadata(*pairs))
@@ -131,6 +175,31 @@ class Operations(RuleBasedStateMachine):
     @rule()
     def whole(self):
         self.both(lambda m: [tuple(m), len(m), repr(m), bool(m)])
+
+    @rule(scenario=hostile.SCENARIO.filter(lambda scenario: scenario.maker.startswith("__init__")))
+    def init_again(self, scenario):
+        # __init__ again, with keys and pairs that run code midway: its instance is the one the machine holds.
+        def again(metadata):
+            cls = type(metadata)
+            fresh = hostile.run(scenario, cls, None, None)
+            vars(metadata).clear()
+            vars(metadata).update(vars(fresh))
+
+        self.both(again)
+
+    @rule(key=st.sampled_from(["a", "b"]), action=st.sampled_from(hostile.ACTIONS))
+    def add_hostile_key(self, key, action):
+        def adding(metadata):
+            objects = hostile._Objects(type(metadata))
+            objects.instance = metadata
+            try:
+                return metadata.add(probes.Hashing(key, lambda: hostile._act(action, objects)), "v")
+            finally:
+                objects.running = False
+                type(metadata).add = objects.own_add
+                vars(metadata).pop("add", None)
+
+        self.both(adding)
 
     @rule()
     def start_iterating(self):

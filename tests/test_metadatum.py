@@ -33,7 +33,7 @@ compiled_constructor = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def constructor():
-    return fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM)
+    return fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM).build
 
 
 def observed(build, *args, **kwargs):
@@ -89,14 +89,22 @@ def test_any_other_call_is_grpcs_own_class_answering(constructor, args, kwargs):
 
 @compiled_constructor
 def test_a_constructor_holds_its_class_and_gives_it_back(constructor):
-    assert constructor.cls is GRPC_METADATUM and constructor.counted is False
+    holder = constructor.__self__
+    assert holder.cls is GRPC_METADATUM and holder.counter == -1
+    assert type(constructor).__name__ == "builtin_function_or_method" and constructor.__name__ == "_Metadatum"
     before = sys.getrefcount(GRPC_METADATUM)
-    made = [fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counted=True) for _ in range(100)]
-    assert sys.getrefcount(GRPC_METADATUM) == before + 100 and made[0].counted is True
+    made = [fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4).build for _ in range(100)]
+    assert sys.getrefcount(GRPC_METADATUM) == before + 100 and made[0].__self__.counter == 4
     del made
     assert sys.getrefcount(GRPC_METADATUM) == before
     with pytest.raises(AttributeError):
-        constructor.cls = tuple  # nothing can change the class a constructor builds
+        holder.cls = tuple  # nothing can change the class a constructor builds
+    with pytest.raises(AttributeError):
+        constructor.__self__ = holder
+    with pytest.raises(TypeError):
+        type("Sub", (type(holder),), {})  # nor be a subclass of it
+    with pytest.raises(ValueError):
+        fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=10**6)
 
 
 @compiled_constructor
@@ -116,8 +124,8 @@ def test_patch_replaces_the_class_where_offered_and_unpatch_restores_it():
     try:
         assert ("_Metadatum" in replaced) == OFFERED == fastcommon.is_patched("_Metadatum")
         if OFFERED:
-            assert type(cygrpc._Metadatum) is fastcommon.fast_common.MetadatumConstructor
-            assert cygrpc._Metadatum.cls is GRPC_METADATUM
+            assert type(cygrpc._Metadatum.__self__) is fastcommon.fast_common.MetadatumConstructor
+            assert cygrpc._Metadatum.__self__.cls is GRPC_METADATUM
         else:
             assert cygrpc._Metadatum is GRPC_METADATUM
             assert _patching.not_offered("_Metadatum").startswith(
@@ -274,14 +282,15 @@ def test_any_metadata_reaches_the_server_as_stock_grpc_delivers_it(stubs, round_
 
 @compiled_constructor
 def test_the_metadata_entries_grpc_builds_come_from_fastcommon_when_patched(stubs):
-    before = fastcommon.fast_common.calls()["_Metadatum"]
+    counter = _patching.counter("_Metadatum")
+    before = fastcommon.fast_common.calls()[counter]
     with fastcommon.patched():
         constructor = cygrpc._Metadatum
-        assert type(constructor) is fastcommon.fast_common.MetadatumConstructor
+        assert type(constructor.__self__) is fastcommon.fast_common.MetadatumConstructor
         # As `run --report` installs it: a counted constructor of grpc's class, so that each entry is counted.
-        cygrpc._Metadatum = fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counted=True)
+        cygrpc._Metadatum = fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=counter).build
         try:
             sync_round_trip(stubs, HEADERS)
         finally:
             cygrpc._Metadatum = constructor
-    assert fastcommon.fast_common.calls()["_Metadatum"] - before >= len(HEADERS)
+    assert fastcommon.fast_common.calls()[counter] - before >= len(HEADERS)

@@ -1,7 +1,8 @@
 """Call sequences that once killed the interpreter, each in a process of its own: exit 0 and the right answer.
 
 Each runs compiled and pure (FASTCOMMON_PURE_PYTHON=1). Status 139 (SIGSEGV) was the answer before
-the class a metadata entry constructor builds became its own, checked at the C boundary.
+the class a metadata entry constructor builds became its own, checked at the C boundary, and before grpc.aio's
+Metadata methods held what they use across Python code run in their middle (a key's __hash__, an add).
 """
 
 import json
@@ -110,10 +111,10 @@ odd += [(collections.namedtuple("N", "a b"),), (type("T", (tuple,), {}),), (cygr
 answered = {}
 callables = {name: value for name, value in vars(fast_common).items() if callable(value) and name[:2] != "__"}
 if hasattr(fast_common, "MetadatumConstructor"):
-    callables["a constructor of grpc's class"] = fast_common.MetadatumConstructor(cygrpc._Metadatum)
+    callables["a constructor of grpc's class"] = fast_common.MetadatumConstructor(cygrpc._Metadatum).build
 for name, function in sorted(callables.items()):
     for args in odd:
-        for kwargs in ({}, {"counted": True}, {"key": "k", "value": "v"}):
+        for kwargs in ({}, {"counter": 4}, {"counter": -2}, {"counters": {}}, {"key": "k", "value": "v"}):
             try:
                 function(*args, **kwargs)
             except Exception as exc:
@@ -146,3 +147,108 @@ def test_the_documented_run_of_the_suite_passes_in_a_checkout(environ, report):
     )  # fmt: skip
     assert " passed" in result.stdout.splitlines()[-1]
     assert ("fastcommon --report, process " in result.stderr) == bool(report)
+
+
+# Each reproduction runs on stock grpc, then patched, in one process: a crash fails it; otherwise both outcomes
+# (the value made, or the exception's type and text) must be the same. Each defines run(), which makes its
+# objects afresh.
+REPRODUCTIONS = {
+    "a key's hash empties a later list pair": """
+def run():
+    later = ["k", "v"]
+    class Key(str):
+        def __hash__(self):
+            later.clear()
+            return 0
+    return Metadata((Key("a"), "x"), later)
+""",
+    "the same through from_tuple": """
+def run():
+    later = ["k", "v"]
+    class Key(str):
+        def __hash__(self):
+            later.clear()
+            return 0
+    return Metadata.from_tuple(((Key("a"), "x"), later))
+""",
+    "the same through every aio call's metadata (_init_metadata)": """
+def run():
+    later = ["k", "v"]
+    class Key(str):
+        def __hash__(self):
+            later.clear()
+            return 0
+    return _BaseMultiCallable._init_metadata(((Key("a"), "x"), later), None)
+""",
+    "an instance's own add empties a later list pair, as __init__ runs again": """
+def run():
+    later = ["k", "v"]
+    metadata = Metadata()
+    metadata.add = lambda key, value: later.clear()
+    metadata.__init__(("a", "x"), later)
+    return metadata
+""",
+    "a key's hash shortens a later list pair (a freed slot was read)": """
+def run():
+    later = ["k", "v"]
+    class Key(str):
+        def __hash__(self):
+            del later[1:]
+            return 0
+    return Metadata((Key("a"), "x"), later)
+""",
+    "a key's hash rebinds Metadata.add": """
+def run():
+    own_add = Metadata.add
+    class Key(str):
+        armed = True  # until run() returns: a key hashed to be compared or printed does nothing
+        def __hash__(self):
+            if Key.armed:
+                Metadata.add = lambda self, key, value: own_add(self, "rebound", value)
+            return 0
+    try:
+        return Metadata((Key("a"), "x"), ("b", "y"))
+    finally:
+        Key.armed = False
+        Metadata.add = own_add
+""",
+    "the iterator copied, deep-copied, pickled, its state forged": """
+def run():
+    import copy, pickle
+    iterator = iter(Metadata(("a", "1"), ("b", "2")))
+    next(iterator)
+    answers = []
+    for attempt in (copy.copy, copy.deepcopy, pickle.dumps, lambda it: it.__setstate__((None, -5))):
+        try:
+            attempt(iterator)
+            answers.append("done")
+        except (TypeError, AttributeError) as exc:
+            answers.append(type(exc).__name__)
+    return answers + [list(iterator)]
+""",
+}
+REPRODUCTION = """
+import json
+import fastcommon
+from grpc.aio import Metadata
+from grpc.aio._channel import _BaseMultiCallable
+from fastcommon._metadata_probes import seen
+{code}
+
+def outcome():
+    try:
+        return ["returned", repr(seen(run()))]
+    except Exception as exc:
+        return ["raised", type(exc).__name__, str(exc)]
+
+stock = outcome()
+fastcommon.patch()
+print(json.dumps([stock, outcome(), fastcommon.is_patched("Metadata.__init__")]))
+"""
+
+
+@pytest.mark.parametrize("reproduction", sorted(REPRODUCTIONS))
+def test_each_reproduction_ends_as_with_stock_grpc(environ, reproduction):
+    stock, patched, compiled = answer(REPRODUCTION.format(code=REPRODUCTIONS[reproduction]), environ)
+    assert patched == stock
+    assert compiled == ("FASTCOMMON_PURE_PYTHON" not in environ)  # it ran through fastcommon's methods

@@ -261,7 +261,7 @@ calls = {
     "calls": (fast_common.calls, ()),
     "patch()'s constructor(k, v)": (constructor, ("user-agent", "grpc-python")),
     "patch()'s constructor, any other call": (constructor, ("k",)),
-    "MetadatumConstructor(cls)": (fast_common.MetadatumConstructor, (constructor.cls,)),
+    "MetadatumConstructor(cls)": (fast_common.MetadatumConstructor, (constructor.__self__.cls,)),
     "MetadatumConstructor(refused)": (fast_common.MetadatumConstructor, (len,)),
     "grpc.aio Metadata: a call's path, reads, sets, iteration while adding": (metadata_methods, ()),
     "grpc.aio Metadata, off the fast path": (Metadata, ((1, "v"), ["k", "v"], ("k", None))),

@@ -219,14 +219,14 @@ class Fastcommon(RuleBasedStateMachine):
     )  # fmt: skip
     def call_compiled(self, name, args, counted):
         if name == "a constructor" and hasattr(fast_common, "MetadatumConstructor"):
-            function = fast_common.MetadatumConstructor(GRPC_METADATUM, counted=counted)
+            function = fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4 if counted else -1).build
         elif name == "grpc's _Metadatum now":
             function = _patching.in_grpc("_Metadatum")
         else:
             function = getattr(fast_common, name, None)
         if function is None:
             return
-        kwargs = {"counted": counted} if name == "MetadatumConstructor" else {}
+        kwargs = {"counter": 4 if counted else -1} if name == "MetadatumConstructor" else {}
         quiet = _patching._ProbeRecords()  # this thread's records of a failing (de)serializer, out of the log
         logging.getLogger("grpc._common").addFilter(quiet)
         try:

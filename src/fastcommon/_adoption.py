@@ -115,17 +115,22 @@ class Report:
     def __init__(self) -> None:
         self.counters: dict[str, itertools.count[int]] = {}  # pure Python's; the compiled module counts itself
         self.names: tuple[str, ...] = ()
-        self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours), uncounted
+        self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours)
         self.baseline: dict[str, int] = {}
         self.printed = False
 
-    def counting(self, replaceable: _patching.Replaceable, own: Any) -> Callable[..., Any]:
-        """What replaces grpc's own, counted: the compiled module's counted twin, or a closure in pure Python."""
-        self.timed[replaceable.name] = (own, replaceable.make(own))
-        if replaceable.make_counted is not None:
-            return replaceable.make_counted(own)  # type: ignore[no-any-return]
-        function, counter = replaceable.make(own), itertools.count()
-        self.counters[replaceable.name] = counter
+    def counting(self, owns: dict[str, Any]) -> dict[str, Any]:
+        """What replaces grpc's own, counted: made to count by the compiled module, or wrapped in pure Python."""
+        if hasattr(chosen, "calls"):
+            made = _patching.replacements(owns, counted=True)
+        else:
+            made = {name: self.counted(name, function) for name, function in _patching.replacements(owns).items()}
+        self.timed = {name: (own, made[name]) for name, own in owns.items()}  # timed at exit, after the counts
+        return made
+
+    def counted(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` behind a counter, in pure Python (which counts only the four functions)."""
+        counter = self.counters[name] = itertools.count()
 
         def counted(*args: Any) -> Any:
             next(counter)  # one atomic C call
@@ -148,7 +153,7 @@ class Report:
         if self.counters:
             return {name: _calls_so_far(counter) for name, counter in self.counters.items()}
         counted = chosen.calls()
-        return {name: int(counted[name]) for name in self.names}
+        return {name: int(counted[_patching.counter(name)]) for name in self.names}
 
     def forked(self) -> None:
         """In a fork child: count from here on, and print this process's own block."""

@@ -136,6 +136,78 @@ def _subclass_adding_upper(cls: Any) -> Any:
     return Upper
 
 
+class Hashing(str):
+    """A key whose hash runs code (``action``) each time it is hashed, until disarmed: Python code in the middle of
+    a method, and none after (a key hashed to be compared or printed does nothing)."""
+
+    action: Callable[[], Any] | None
+
+    def __new__(cls, text: str, action: Callable[[], Any]) -> Hashing:
+        key = super().__new__(cls, text)
+        key.action = action
+        return key
+
+    def __hash__(self) -> int:
+        if self.action is not None:
+            self.action()
+        return str.__hash__(self)
+
+    __eq__ = str.__eq__  # kept: a class that defines __hash__ alone would get the default __eq__
+
+    def disarm(self) -> None:
+        self.action = None
+
+
+class OwnIteration(tuple):  # type: ignore[type-arg]
+    """A pair that iterates as it chooses: unpacking it runs Python code."""
+
+    def __iter__(self) -> Any:
+        return iter(reversed(tuple.__iter__(self)))  # type: ignore[call-overload]
+
+
+def _with_hashing(make: Callable[[Hashing], Any], action: Callable[[], Any]) -> Any:
+    """make(a key whose hash does ``action``), the key disarmed after."""
+    key = Hashing("a", action)
+    try:
+        return make(key)
+    finally:
+        key.disarm()
+
+
+def _hostile_init(cls: Any, action: Callable[[list[Any]], Any], maker: str = "") -> Any:
+    """cls(first, later), or cls.maker((first, later)): the first key's hash does ``action`` to the later pair, a
+    list (grpc's add hashes the key)."""
+    later = ["k", "v"]
+    make = getattr(cls, maker) if maker else lambda pairs: cls(*pairs)
+    return _with_hashing(lambda key: make(((key, "x"), later)), lambda: action(later))
+
+
+def _again_hashing(cls: Any, action: Callable[[Any], Any]) -> Any:
+    """An instance's __init__ called again, a key's hash doing ``action`` to the instance on the way."""
+    metadata = cls(*PAIRS)
+    _with_hashing(lambda key: metadata.__init__((key, "1"), ("b", "2")), lambda: action(metadata))
+    return metadata
+
+
+def _add_rebound_midway(cls: Any) -> Any:
+    """A key's hash that rebinds the class's add: grpc's __init__ looks add up again for the next pair."""
+    own_add = cls.add
+
+    def shouting(self: Any, key: Any, value: Any) -> None:
+        own_add(self, key.upper(), value)
+
+    try:
+        return _with_hashing(lambda key: cls((key, "1"), ("b", "2")), lambda: setattr(cls, "add", shouting))
+    finally:
+        cls.add = own_add
+
+
+def _own_add(metadata: Any) -> Any:
+    metadata.add = lambda key, value: metadata._metadata.setdefault("own", []).append((key, value))
+    metadata.__init__(("a", "1"), ("b", "2"))
+    return metadata
+
+
 def _pickled(metadata: Any) -> Any:
     reduced = metadata.__reduce_ex__(2)
     return reduced[1][0].__name__, [seen(part) for part in reduced[2:]]
@@ -154,6 +226,20 @@ SCENARIOS: list[Scenario] = [
     ("Metadata((1, 'v'))", lambda cls: cls((1, "v"), ("a", "b"))),
     ("Metadata('kv')", lambda cls: cls("kv")),
     ("a subclass's own add", lambda cls: _subclass_adding_upper(cls)(*PAIRS)),
+    ("Metadata(pairs, a short pair last)", lambda cls: cls(*PAIRS, ("k",))),
+    ("Metadata(pairs, a long list last)", lambda cls: cls(*PAIRS, ["k", "v", "x"])),
+    ("Metadata(a pair iterating its own way)", lambda cls: cls(OwnIteration(("k", "v")))),
+    ("Metadata(a list subclass pair)", lambda cls: cls(type("Pair", (list,), {})(["k", "v"]))),
+    ("a key's hash empties a later pair", lambda cls: _hostile_init(cls, list.clear)),
+    ("a key's hash shortens a later pair", lambda cls: _hostile_init(cls, lambda later: later.pop())),
+    ("a key's hash lengthens a later pair", lambda cls: _hostile_init(cls, lambda later: later.append("x"))),
+    ("a key's hash replaces a later pair's key", lambda cls: _hostile_init(cls, lambda later: later.insert(0, "z"))),
+    ("a key's hash replaces _metadata", lambda cls: _again_hashing(cls, _replace_metadata(collections.OrderedDict()))),
+    ("a key's hash deletes _metadata", lambda cls: _again_hashing(cls, _delete_metadata)),
+    ("a key's hash rebinds add", _add_rebound_midway),
+    ("an instance's own add", lambda cls: _own_add(cls())),
+    ("from_tuple, a key's hash empties a later pair",
+     lambda cls: _hostile_init(cls, list.clear, "from_tuple")),
     ("from_tuple(())", lambda cls: cls.from_tuple(())),
     ("from_tuple(pairs)", lambda cls: cls.from_tuple(PAIRS)),
     ("from_tuple(entries)", lambda cls: cls.from_tuple(tuple(Entry(*pair) for pair in PAIRS))),
@@ -254,6 +340,8 @@ def init_metadata_scenarios(metadata_class: Any, gzip: Any, no_compression: Any)
         ("an iterator", (pairs_iterator, None)),
         ("'ab'", ("ab", None)),
         ("a bad pair", ((("k",),), None)),
+        ("a bad pair last", ((*PAIRS, ("k", "v", "x")), None)),
+        ("a key's hash empties a later pair", (((Hashing("a", (later := ["k", "v"]).clear), "x"), later), None)),
         ("pairs, gzip", (PAIRS, gzip)),
         ("None, gzip", (None, gzip)),
         ("pairs, no compression", (PAIRS, no_compression)),

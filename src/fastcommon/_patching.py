@@ -337,7 +337,7 @@ def _judge_function(name: str) -> Callable[[Any], str | None]:
 def _judge_metadatum(own: Any) -> str | None:
     if why := _metadatum_class_difference(own):
         return why
-    return _metadatum_difference(own, chosen.MetadatumConstructor(own))  # a constructor of the gate's own
+    return _metadatum_difference(own, chosen.MetadatumConstructor(own).build)  # a constructor of the gate's own
 
 
 def _metadata_class() -> Any:
@@ -381,6 +381,11 @@ def _judge_metadata_method(name: str) -> Callable[[Any], str | None]:
     return judge
 
 
+# What makes the replacements: given grpc's own objects (by name) and whether they count their calls
+# (`run --report`), what replaces each. Replaceables that share a maker are made together, by one call.
+Maker = Callable[[dict[str, Any], bool], dict[str, Any]]
+
+
 @dataclasses.dataclass(frozen=True)
 class Replaceable:
     """One thing of grpc's that fastcommon may replace: where it lives, what replaces it, how it is judged."""
@@ -389,53 +394,58 @@ class Replaceable:
     home: str  # the grpc module it lives in
     needs: str  # what the implementation must have to offer a replacement at all
     judge: Callable[[Any], str | None]  # why grpc's own (given) must stay, or None when it may be replaced
-    make: Callable[[Any], Any]  # what replaces grpc's own (given)
-    make_counted: Callable[[Any], Any] | None  # the same, counting its calls in C (--report); None: no such twin
+    make: Maker  # what replaces grpc's own
 
 
 def _function(name: str) -> Replaceable:
-    counted = getattr(chosen, f"counted_{name}", None)
-    return Replaceable(
-        name,
-        "grpc._common",
-        name,
-        _judge_function(name),
-        lambda own: getattr(chosen, name),
-        None if counted is None else lambda own: counted,
-    )
+    def make(owns: dict[str, Any], counted: bool) -> dict[str, Any]:
+        return {name: getattr(chosen, f"counted_{name}" if counted else name)}
+
+    return Replaceable(name, "grpc._common", name, _judge_function(name), make)
+
+
+def _make_metadatum(owns: dict[str, Any], counted: bool) -> dict[str, Any]:
+    constructor = chosen.MetadatumConstructor(owns[METADATUM], counter=counter(METADATUM) if counted else -1)
+    return {METADATUM: constructor.build}
+
+
+def _make_metadata_methods(owns: dict[str, Any], counted: bool) -> dict[str, Any]:
+    counters = {name: counter(name) for name in owns} if counted else None
+    return dict(chosen.metadata_methods(owns, _metadata_class(), counters=counters))
 
 
 def _metadata_method(name: str) -> Replaceable:
-    return Replaceable(
-        name,
-        "grpc.aio._metadata" if name.startswith("Metadata.") else "grpc.aio._channel",
-        "metadata_method",
-        _judge_metadata_method(name),
-        lambda own: chosen.metadata_method(name, own, _metadata_class()),
-        lambda own: chosen.metadata_method(name, own, _metadata_class(), counted=True),
-    )
+    home = "grpc.aio._metadata" if name.startswith("Metadata.") else "grpc.aio._channel"
+    return Replaceable(name, home, "metadata_methods", _judge_metadata_method(name), _make_metadata_methods)
 
 
 METADATA_METHODS = (
     "Metadata.__init__", "Metadata.add", "Metadata.from_tuple", "Metadata._create", "Metadata.__iter__",
     "Metadata.__len__", "Metadata.__getitem__", "Metadata.get", "Metadata.get_all", "Metadata.__contains__",
     "Metadata.__setitem__", "_BaseMultiCallable._init_metadata",
-)  # fmt: skip  # grpc.aio's: what every call builds and walks
+)  # fmt: skip  # grpc.aio's: what every call builds and walks; the one listing of their names
 REPLACEABLES = (
     *(_function(name) for name in FUNCTIONS),
-    Replaceable(
-        METADATUM,
-        "grpc._cython.cygrpc",
-        "MetadatumConstructor",
-        _judge_metadatum,
-        lambda own: chosen.MetadatumConstructor(own),
-        lambda own: chosen.MetadatumConstructor(own, counted=True),
-    ),
+    Replaceable(METADATUM, "grpc._cython.cygrpc", "MetadatumConstructor", _judge_metadatum, _make_metadatum),
     *(_metadata_method(name) for name in METADATA_METHODS),
 )
 BY_NAME = {replaceable.name: replaceable for replaceable in REPLACEABLES}
 NAMES = tuple(BY_NAME)
 HOMES = {replaceable.name: replaceable.home for replaceable in REPLACEABLES}
+
+
+def counter(name: str) -> int:
+    """Where the compiled module counts the calls of what replaces ``name``: the counted twins of the four
+    functions count at 0 to 3, in FUNCTIONS' order; the rest where this says when they are made."""
+    return NAMES.index(name)
+
+
+def replacements(owns: dict[str, Any], counted: bool = False) -> dict[str, Any]:
+    """What replaces each of grpc's own objects in ``owns`` (by name), counting its calls or not."""
+    made: dict[str, Any] = {}
+    for make in dict.fromkeys(BY_NAME[name].make for name in owns):  # each maker once, for all its names
+        made |= make({name: own for name, own in owns.items() if BY_NAME[name].make is make}, counted)
+    return made
 
 
 def place(name: str, modules: dict[str, types.ModuleType] | None = None) -> tuple[Any, str]:
@@ -497,8 +507,9 @@ def _metadata_probe_class(owns: dict[str, Any], replaced: list[str]) -> Any:
     cls = _metadata_class()
     methods = {name.split(".")[1]: own for name, own in owns.items() if name.startswith("Metadata.")}
     probe = type(cls.__name__, (cls,), methods)
-    for name in replaced:
-        setattr(probe, name.split(".")[1], chosen.metadata_method(name, owns[name], probe))
+    ours = {name: owns[name] for name in replaced if name.startswith("Metadata.")}
+    for name, made in chosen.metadata_methods(ours, probe).items():
+        setattr(probe, name.split(".")[1], made)
     return probe
 
 
@@ -512,7 +523,11 @@ def _metadata_outcomes(owns: dict[str, Any], replaced: list[str]) -> list[tuple[
     if init_metadata in owns:
         grpc = sys.modules["grpc"]
         own = owns[init_metadata]
-        function = chosen.metadata_method(init_metadata, own, _metadata_class()) if init_metadata in replaced else own
+        function = (
+            chosen.metadata_methods({init_metadata: own}, _metadata_class())[init_metadata]
+            if init_metadata in replaced
+            else own
+        )
         scenarios = probes.init_metadata_scenarios(
             _metadata_class(), grpc.Compression.Gzip, grpc.Compression.NoCompression
         )
@@ -553,19 +568,19 @@ def grpcio_version() -> str:
     return str(getattr(sys.modules.get("grpc"), "__version__", "unknown"))
 
 
-def install(replacement: Callable[[Replaceable, Any], Any]) -> tuple[str, ...]:
-    """Put ``replacement(replaceable, grpc's own)`` wherever the gate allows; warn of those it refused."""
+def install(make: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[str, ...]:
+    """Put what ``make(grpc's own, by name)`` gives wherever the gate allows; warn of those it refused."""
     modules = grpc_modules()
     with _lock:
         if _installed:
             return ()
         verdicts = assess(modules)
         replaced = tuple(name for name in NAMES if verdicts[name] is None)
+        owns = {name: in_grpc(name, modules) for name in replaced}
+        made = make(owns)
         for name in replaced:
-            own = in_grpc(name, modules)
-            ours = replacement(BY_NAME[name], own)
-            _installed[name] = (own, ours)
-            setattr(*place(name, modules), ours)
+            _installed[name] = (owns[name], made[name])
+            setattr(*place(name, modules), made[name])
     refused = [
         f"{HOMES[name]}.{name} ({why})" for name, why in verdicts.items() if why and not not_offered(name, modules)
     ]
@@ -581,7 +596,7 @@ def install(replacement: Callable[[Replaceable, Any], Any]) -> tuple[str, ...]:
 
 def patch() -> tuple[str, ...]:
     """Put fastcommon's into grpc wherever grpc's own behave the same (the gate); return the names replaced."""
-    return install(lambda replaceable, own: replaceable.make(own))
+    return install(replacements)
 
 
 def unpatch() -> tuple[str, ...]:

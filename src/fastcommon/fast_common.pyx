@@ -3,9 +3,9 @@
 # decode are METH_O, the calls CPython 3.11+ specializes (CALL_BUILTIN_O).
 """Compiled twin of fastcommon.common: the same four functions, exact str/bytes on the C-API route.
 
-Also MetadatumConstructor, whose instances build grpc's metadata entries directly (its C is in
-fast_common.h), and counted twins of all five for ``python -m fastcommon run --report``: the same code
-with a C counter in front, no Python frame.
+Also MetadatumConstructor, whose builtin method builds grpc's metadata entries directly, and grpc.aio's
+Metadata methods (their C is in fast_common.h); and counted twins for ``python -m fastcommon run
+--report``: the same code with a C counter in front, no Python frame.
 """
 
 import collections
@@ -20,42 +20,33 @@ from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_CheckExact, PyUni
 cdef extern from "fast_common.h":
     char *fastcommon_bytes_data(object)
     Py_ssize_t fastcommon_bytes_size(object)
-    unsigned long long fastcommon_calls[]
-    int FASTCOMMON_COUNTERS
+    int FASTCOMMON_MAX_COUNTERS
     bint FASTCOMMON_HAS_METADATUM
     bint FASTCOMMON_LIMITED_API
-    object fastcommon_constructor_type()
-    Py_ssize_t fastcommon_list_size(object)
-    PyObject *fastcommon_list_item(object, Py_ssize_t)
-    PyObject *fastcommon_tuple_item(object, Py_ssize_t)
-    bint fastcommon_is_plain_pair(object)
+    void fastcommon_count(Py_ssize_t) noexcept nogil
+    void fastcommon_count_by(Py_ssize_t, Py_ssize_t) noexcept nogil
+    unsigned long long fastcommon_count_of(Py_ssize_t) noexcept nogil
+    int fastcommon_no_gc() noexcept
+    void fastcommon_restore_gc(int) noexcept
+    bint fastcommon_plain_str_pairs(tuple) noexcept
+    int fastcommon_add(object, object, object) except -1
+    Py_ssize_t fastcommon_fill(object, tuple, Py_ssize_t, bint) except -1
+    Py_ssize_t fastcommon_count_values(object) noexcept
+    object fastcommon_value_at(list, Py_ssize_t, object)
+    object fastcommon_get(object, object, object)
+    bint fastcommon_is_usual_class(object) noexcept
+    bint fastcommon_has_plain_attributes(object) noexcept
+    object fastcommon_class_own(object, object)
+    bint fastcommon_is_bound(object, object, object) noexcept
+    object fastcommon_new_instance(object)
     object fastcommon_call_method1(object, object, object)
     object fastcommon_call_method2(object, object, object, object)
-    bint fastcommon_is_usual_class(object)
-    object fastcommon_new_instance(object)
-    PyObject *fastcommon_class_own(object, object) except? NULL
-    object fastcommon_key_error(object)
-    object fastcommon_item_or(PyObject *, object)
-
-cdef extern from "Python.h":
-    # The raw forms: a NULL to test, no exception raised for it by Cython.
-    PyObject *PyIter_Next(object)
-    PyObject *PyDict_GetItemWithError(object, object) except? NULL
-    bint PyDict_Next(object, Py_ssize_t *, PyObject **, PyObject **)
+    object fastcommon_constructor_type()
+    object fastcommon_iterator_type(object)
+    object fastcommon_iterator_new(object, object)
 
 cdef object _LOGGER = logging.getLogger("grpc._common")
 
-# grpc.aio's: the methods of its Metadata class, and the static method of its callables that makes one.
-METADATA_METHODS = (
-    "Metadata.__init__", "Metadata.add", "Metadata.from_tuple", "Metadata._create", "Metadata.__iter__",
-    "Metadata.__len__", "Metadata.__getitem__", "Metadata.get", "Metadata.get_all", "Metadata.__contains__",
-    "Metadata.__setitem__", "_BaseMultiCallable._init_metadata",
-)  # fmt: skip
-
-COUNTED = (
-    "encode", "decode", "serialize", "deserialize", "_Metadatum",
-    *METADATA_METHODS,
-)  # fmt: skip
 LIMITED_API = FASTCOMMON_LIMITED_API  # built for the Limited API: the abi3 wheel, for CPythons newer than fastcommon
 
 
@@ -109,34 +100,32 @@ def deserialize(serialized_message, deserializer, /):
 
 def counted_encode(s, /):
     """encode, counted."""
-    fastcommon_calls[0] += 1
+    fastcommon_count(0)
     return _encode(s)
 
 
 def counted_decode(b, /):
     """decode, counted."""
-    fastcommon_calls[1] += 1
+    fastcommon_count(1)
     return _decode(b)
 
 
 def counted_serialize(message, serializer, /):
     """serialize, counted."""
-    fastcommon_calls[2] += 1
+    fastcommon_count(2)
     return _transform(message, serializer, "Exception serializing message!")
 
 
 def counted_deserialize(serialized_message, deserializer, /):
     """deserialize, counted."""
-    fastcommon_calls[3] += 1
+    fastcommon_count(3)
     return _transform(serialized_message, deserializer, "Exception deserializing message!")
 
 
 def calls():
-    """The calls made through the counted twins in this process (and its parent, before a fork), by name."""
-    return {name: fastcommon_calls[i] for i, name in enumerate(COUNTED)}
-
-
-assert len(COUNTED) == FASTCOMMON_COUNTERS, "fast_common.h counts as many calls as COUNTED names"
+    """The calls counted in this process (and its parent, before a fork), by counter: the counted twins count at
+    0 to 3 (encode, decode, serialize, deserialize); what is made with a counter, at that counter."""
+    return tuple([fastcommon_count_of(i) for i in range(FASTCOMMON_MAX_COUNTERS)])
 
 
 if FASTCOMMON_HAS_METADATUM:  # not in a Limited API (abi3) build: a tuple's layout is CPython's own
@@ -145,14 +134,18 @@ if FASTCOMMON_HAS_METADATUM:  # not in a Limited API (abi3) build: a tuple's lay
 
 # ================================================================ grpc.aio's Metadata
 #
-# What replaces methods of grpc's own class grpc.aio.Metadata, and grpc.aio's _init_metadata, which makes
-# one for every call: metadata_method(name, own, cls). Each is made for one class and holds grpc's own
-# method. It takes its fast path only for exact instances of that class, and only once it has checked,
-# before doing anything, that grpc's own would do exactly the same there: an exact OrderedDict of exact
-# lists under exact str keys, pairs that are tuples. Anything else is grpc's own, called as it is, so that
-# a subclass, a changed instance and every grpcio release behave as grpc's code does. Other methods are
-# called as Python calls them (self.add, key in self): whichever is in place answers, and where that is
-# one of fastcommon's (its code object says so), what it would do is done in place. They are binding
+# What replaces methods of grpc's own class grpc.aio.Metadata, and grpc.aio's _init_metadata, which makes one
+# for every call: metadata_methods(owns, cls), made together for one class, each holding grpc's own method. A
+# method takes its fast path only for exact instances of that class, and only once it has checked, before
+# doing anything, that grpc's own would do exactly the same there: an exact OrderedDict of exact lists under
+# exact str keys, pairs that are plain pairs. Anything else is grpc's own, called as it is, so that a
+# subclass, a changed instance and every grpcio release behave as grpc's code does. Other methods are called
+# as Python calls them (self.add, key in self): whichever is in place answers; where that is the one made
+# with it (the class's own __dict__ holds that very object), what it would do is done in place.
+#
+# The re-entrancy rule (docs/safety.md): whatever can run Python code (an attribute that is set, hashing or
+# comparing anything but an exact str, a method, an allocation that can start the garbage collector) runs
+# before the checks that a stretch done in place relies on, never between them and it. They are binding
 # functions (cython.binding), which a class binds to its instances as it binds Python's.
 
 cdef object _OrderedDict = collections.OrderedDict
@@ -161,14 +154,30 @@ cdef str _ADD = "add"
 cdef str _INIT = "__init__"
 cdef str _GET_ALL = "get_all"
 cdef str _FROM_TUPLE = "from_tuple"
+# The globals grpc's code looks up at each call, as it looks them up (builtins are taken to be builtins).
+cdef str _CLASS_NAME = "Metadata"  # grpc.aio._channel's Metadata class
+cdef str _ORDERED_DICT = "OrderedDict"  # grpc.aio._metadata's
+cdef str _KEY_TYPE = "MetadataKey"  # grpc.aio._metadata's: str, which 1.85's __contains__ asks keys to be
 cdef object _END = object()  # what an iterator gives at its end, where None is an item like any other
-cdef Py_ssize_t _INIT_COUNTER = COUNTED.index("Metadata.__init__")
-cdef Py_ssize_t _ADD_COUNTER = COUNTED.index("Metadata.add")
+cdef object _MISSING = object()
+
+# `key, value = pair` as CPython itself unpacks it, with its own messages (3.14 changed them), for the pairs
+# that are not plain pairs once Python code has run in the middle of an __init__.
+cdef dict _unpacking = {}
+exec(compile("def unpack(pair):\n    key, value = pair\n    return key, value\n", "<fastcommon>", "exec"), _unpacking)
+cdef object _unpack = _unpacking["unpack"]
 
 
-cdef inline void _count(Py_ssize_t counter) noexcept:
-    if counter >= 0:
-        fastcommon_calls[counter] += 1
+@cython.final
+@cython.auto_pickle(False)
+cdef class _Methods:
+    """What fastcommon made together for one Metadata class: the class, the methods by which each knows the
+    others (the objects as the class holds them), grpc's own __init__, and the counters of what is done in place."""
+
+    cdef object cls, init, add, from_tuple, own_init
+    cdef object namespace  # grpc.aio._metadata's, where grpc's __init__ looks up OrderedDict at each call
+    cdef Py_ssize_t init_counter, add_counter, from_tuple_counter
+    cdef object abc_token, abc_answer  # _init_metadata's isinstance(a tuple, Metadata), and for which abc state
 
 
 cdef inline object _ordered_dict_of(object self):
@@ -185,266 +194,155 @@ cdef inline object _keyed_ordered_dict(object self, object cls, object key):
     return None
 
 
-cdef inline bint _all_plain_pairs(tuple args):
-    for pair in args:
-        if not fastcommon_is_plain_pair(pair):
-            return False
+cdef bint _adds_in_place(object self, _Methods methods, bint fresh) except -1:
+    """Whether self.add is the add made with these methods, bound to self, for an exact instance of their class:
+    what it does, fastcommon_fill does in place. A fresh instance has no attribute of its own that could hide it."""
+    if methods.add is None or fastcommon_class_own(methods.cls, _ADD) is not methods.add:
+        return False
+    return fresh or fastcommon_is_bound(getattr(self, _ADD), self, methods.add)
+
+
+cdef bint _initialize(object self, tuple pairs, _Methods methods, bint fresh) except -1:
+    """What grpc's Metadata.__init__(self, *pairs) does, done here; False, having done nothing, where grpc's own
+    must do it: self not an exact instance of the class, attributes not object's, a pair that is not a plain pair
+    with an exact str key. ``fresh``: self was made just now, by fastcommon."""
+    cdef Py_ssize_t done = 0, n = len(pairs)
+    cdef int collecting
+    cls = methods.cls
+    if type(self) is not cls or not fastcommon_has_plain_attributes(cls) or not fastcommon_plain_str_pairs(pairs):
+        return False
+    if fastcommon_get(methods.namespace, _ORDERED_DICT, _MISSING) is not _OrderedDict:
+        return False
+    metadata = _OrderedDict()
+    setattr(self, _METADATA, metadata)  # Python code may run here: the finalizers of a _metadata it replaces
+    if n == 0:
+        return True
+    collecting = fastcommon_no_gc()  # from here no Python code runs, but in an instance's own attribute lookup
+    try:
+        if _adds_in_place(self, methods, fresh) and (fresh or getattr(self, _METADATA) is metadata):
+            done = fastcommon_fill(metadata, pairs, 0, fresh)
+            fastcommon_count_by(methods.add_counter, done)  # an add done in place is counted as the add it is
+    finally:
+        fastcommon_restore_gc(collecting)
+    for i in range(done, n):  # the rest as grpc's __init__ does it: unpacked, and added through self.add
+        key, value = _unpack(pairs[i])
+        fastcommon_call_method2(self, _ADD, key, value)
     return True
 
 
-cdef inline object _first(object pair):
-    return <object>(fastcommon_list_item(pair, 0) if type(pair) is list else fastcommon_tuple_item(pair, 0))
-
-
-cdef inline object _second(object pair):
-    return <object>(fastcommon_list_item(pair, 1) if type(pair) is list else fastcommon_tuple_item(pair, 1))
-
-
-cdef inline bint _is_fastcommons(object function, object code):
-    """Whether ``function`` is one of fastcommon's replacements whose code is ``code``."""
-    return getattr(function, "__code__", None) is code
-
-
-cdef int _add_in_place(object metadata, object key, object value) except -1:
-    """What a Metadata's add(key, value) does to its exact OrderedDict ``metadata``, for an exact str key."""
-    cdef PyObject *found = PyDict_GetItemWithError(metadata, key)
-    if found is NULL:  # setdefault(key, []), then append to it
-        values = []
-        metadata[key] = values
-        values.append(value)
-    else:
-        (<object>found).append(value)
-    return 0
-
-
-cdef int _initialize(object self, tuple pairs, bint counting) except -1:
-    """What grpc's Metadata.__init__(self, *pairs) does, each pair a plain pair: an OrderedDict, then self.add."""
-    metadata = _OrderedDict()
-    setattr(self, _METADATA, metadata)
-    if not pairs:
-        return 0
-    add = getattr(self, _ADD)  # nothing that runs below can change what this finds, but another add
-    if getattr(add, "__self__", None) is not self or not _is_fastcommons(getattr(add, "__func__", None), _ADD_CODE):
-        for pair in pairs:  # someone else's add: looked up for each pair, as grpc's __init__ does
-            fastcommon_call_method2(self, _ADD, _first(pair), _second(pair))
-        return 0
-    for pair in pairs:
-        key = _first(pair)
-        if type(key) is str:  # no Python code runs: the OrderedDict holds only what this loop put in
-            _add_in_place(metadata, key, _second(pair))
-            if counting:  # an add done in place is counted as the add it is
-                fastcommon_calls[_ADD_COUNTER] += 1
-        else:
-            add(key, _second(pair))  # which counts itself
-    return 0
-
-
-cdef object _construct(object cls, tuple args, bint counting):
-    """cls(*args), made here when cls's __init__ is fastcommon's, its __new__ and its metaclass's call the usual."""
-    cdef PyObject *init
-    if not fastcommon_is_usual_class(cls) or not _all_plain_pairs(args):
-        return cls(*args)
-    init = fastcommon_class_own(cls, _INIT)  # cls.__init__, as type(cls).__call__ finds it, where cls has its own
-    if init is NULL or not _is_fastcommons(<object>init, _INIT_CODE):
+cdef object _construct(object cls, tuple args, _Methods methods):
+    """cls(*args), made here where cls is the class these methods were made for, calling it makes an instance
+    with object's __new__, and its __init__ is the one made with them; else called as Python calls it."""
+    if (cls is not methods.cls or methods.init is None or not fastcommon_is_usual_class(cls)
+            or fastcommon_class_own(cls, _INIT) is not methods.init):
         return cls(*args)
     self = fastcommon_new_instance(cls)
-    if counting:
-        fastcommon_calls[_INIT_COUNTER] += 1
-    _initialize(self, args, counting)
+    fastcommon_count(methods.init_counter)
+    if not _initialize(self, args, methods, True):
+        methods.own_init(self, *args)  # as the __init__ made with them does then
     return self
 
 
-cdef object _make_init(object own, object cls, Py_ssize_t counter):
+cdef object _make_init(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __init__(self, *args):
-        _count(counter)
-        if type(self) is not cls or not _all_plain_pairs(args):
-            return own(self, *args)
-        _initialize(self, args, counter >= 0)
+        fastcommon_count(counter)
+        if not _initialize(self, args, methods, False):
+            own(self, *args)
 
     return __init__
 
 
-cdef object _make_add(object own, object cls, Py_ssize_t counter):
+cdef object _make_add(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def add(self, key, value):
-        cdef PyObject *found
-        _count(counter)
-        metadata = _keyed_ordered_dict(self, cls, key)
-        if metadata is not None:
-            found = PyDict_GetItemWithError(metadata, key)
-            if found is NULL or type(<object>found) is list:
-                _add_in_place(metadata, key, value)
+        fastcommon_count(counter)
+        cls = methods.cls
+        if type(self) is cls and type(key) is str and fastcommon_has_plain_attributes(cls):
+            metadata = _ordered_dict_of(self)  # grpc's add reads it twice, with nothing between that runs Python code
+            if metadata is not None and fastcommon_add(metadata, key, value) == 0:
                 return None
         return own(self, key, value)
 
     return add
 
 
-cdef object _make_from_tuple(object own, object cls, Py_ssize_t counter):
-    own_function = own.__func__
-
+cdef object _make_from_tuple(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def from_tuple(cls, raw_metadata):
-        _count(counter)
+        fastcommon_count(counter)
         if raw_metadata is None or type(raw_metadata) is tuple:  # cls(*raw_metadata) if raw_metadata else cls()
-            return _construct(cls, raw_metadata if raw_metadata else (), counter >= 0)
-        return own_function(cls, raw_metadata)
+            return _construct(cls, raw_metadata if raw_metadata else (), methods)
+        return own(cls, raw_metadata)
 
     return from_tuple
 
 
-cdef object _make_create(object own, object cls, Py_ssize_t counter):
-    own_function = own.__func__
-
+cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def _create(cls, raw_metadata):
-        _count(counter)
+        fastcommon_count(counter)
         if type(raw_metadata) is cls:
             return raw_metadata
         if type(raw_metadata) is tuple and not isinstance(raw_metadata, cls):
-            return _construct(cls, raw_metadata if raw_metadata else (), counter >= 0)
-        return own_function(cls, raw_metadata)
+            return _construct(cls, raw_metadata if raw_metadata else (), methods)
+        return own(cls, raw_metadata)
 
     return _create
 
 
-@cython.final
-@cython.freelist(8)
-cdef class MetadataIterator:
-    """What grpc's Metadata.__iter__ generator yields, (key, value) for every value under every key, in C.
-
-    As that generator does, it looks at the metadata only once it is first asked for an item, takes every
-    list as it is at each step, lets the OrderedDict's own iterator check for changes, ends for good after
-    its last item or an error, and refuses to be advanced from within itself. Metadata that is not an
-    OrderedDict is left to grpc's own generator, started then.
-    """
-
-    cdef object metadata, own, ordered, keys, key, values, delegate
-    cdef Py_ssize_t index
-    cdef bint started, finished, running
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        cdef Py_ssize_t index = self.index
-        values = self.values
-        if type(values) is list and index < fastcommon_list_size(values):  # the next value of a list, as it is now
-            self.index = index + 1
-            return (self.key, <object>fastcommon_list_item(values, index))
-        if self.finished:
-            raise StopIteration
-        if self.running:
-            raise ValueError("generator already executing")
-        self.running = True
-        try:
-            item = self._step()
-        except BaseException:
-            self.finished, self.values = True, None
-            raise
-        finally:
-            self.running = False
-        if item is _END:
-            self.finished, self.values = True, None
-            raise StopIteration
-        return item
-
-    cdef object _step(self):
-        """The next (key, value) where the list at hand has none left, or _END. Python code may run here."""
-        cdef PyObject *found
-        if not self.started:
-            self.started = True
-            self.ordered = _ordered_dict_of(self.metadata)
-            if self.ordered is None:
-                self.delegate = self.own(self.metadata)
-            elif not self.ordered:
-                return _END
-            else:
-                self.keys = iter(self.ordered)  # the OrderedDict's own iterator, and its checks for changes
-        if self.delegate is not None:
-            return fastcommon_item_or(PyIter_Next(self.delegate), _END)
-        values, self.values = self.values, None  # while Python code may run: no list step from within
-        while True:
-            if values is not None and type(values) is not list:
-                value = fastcommon_item_or(PyIter_Next(values), _END)
-                if value is not _END:
-                    self.values = values
-                    return (self.key, value)
-            key = fastcommon_item_or(PyIter_Next(self.keys), _END)
-            if key is _END:
-                return _END
-            found = PyDict_GetItemWithError(self.ordered, key)
-            if found is NULL:
-                return fastcommon_key_error(key)  # as the OrderedDict's items() raises it
-            self.key = key
-            values = <object>found
-            if type(values) is list:
-                if fastcommon_list_size(values) > 0:
-                    self.values, self.index = values, 1
-                    return (key, <object>fastcommon_list_item(values, 0))
-                values = None
-            else:
-                values = iter(values)
+MetadataIterator = fastcommon_iterator_type(_OrderedDict)  # its C is in fast_common.h
 
 
-cdef object _make_iter(object own, object cls, Py_ssize_t counter):
+cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __iter__(self):
-        cdef MetadataIterator iterator
-        _count(counter)
-        if type(self) is not cls:
+        fastcommon_count(counter)
+        if type(self) is not methods.cls:
             return own(self)
-        iterator = MetadataIterator.__new__(MetadataIterator)
-        iterator.metadata = self
-        iterator.own = own
-        return iterator
+        return fastcommon_iterator_new(self, own)
 
     return __iter__
 
 
-cdef object _make_len(object own, object cls, Py_ssize_t counter):
+cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __len__(self):
-        cdef Py_ssize_t position = 0, total = 0
-        cdef PyObject *key
-        cdef PyObject *values
-        _count(counter)
-        metadata = _ordered_dict_of(self) if type(self) is cls else None
+        cdef Py_ssize_t total
+        fastcommon_count(counter)
+        metadata = _ordered_dict_of(self) if type(self) is methods.cls else None
         if metadata is not None:
-            while PyDict_Next(metadata, &position, &key, &values):
-                if type(<object>values) is not list:
-                    break
-                total += fastcommon_list_size(<object>values)
-            else:
+            total = fastcommon_count_values(metadata)
+            if total >= 0:
                 return total
         return own(self)
 
     return __len__
 
 
-cdef object _make_getitem(object own, object cls, Py_ssize_t counter):
+cdef object _make_getitem(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __getitem__(self, key):
-        cdef PyObject *found
-        _count(counter)
-        metadata = _keyed_ordered_dict(self, cls, key)
+        fastcommon_count(counter)
+        metadata = _keyed_ordered_dict(self, methods.cls, key)
         if metadata is not None:
-            found = PyDict_GetItemWithError(metadata, key)
-            if found is NULL:
-                return fastcommon_key_error(key)  # self._metadata[key], missing
-            if type(<object>found) is list and fastcommon_list_size(<object>found) > 0:
-                return <object>fastcommon_list_item(<object>found, 0)
+            values = fastcommon_get(metadata, key, _MISSING)
+            if values is _MISSING:
+                raise KeyError(key)  # self._metadata[key], missing
+            if type(values) is list:
+                value = fastcommon_value_at(<list>values, 0, _END)
+                if value is not _END:
+                    return value
         return own(self, key)
 
     return __getitem__
 
 
-cdef object _make_get(object own, object cls, Py_ssize_t counter):
+cdef object _make_get(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def get(self, key, default=None):
-        _count(counter)
-        if type(self) is not cls:
+        fastcommon_count(counter)
+        if type(self) is not methods.cls:
             return own(self, key, default)
         try:
             return self[key]
@@ -454,37 +352,38 @@ cdef object _make_get(object own, object cls, Py_ssize_t counter):
     return get
 
 
-cdef object _make_get_all(object own, object cls, Py_ssize_t counter):
+cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def get_all(self, key):
-        cdef PyObject *found
-        _count(counter)
-        metadata = _keyed_ordered_dict(self, cls, key)
+        fastcommon_count(counter)
+        metadata = _keyed_ordered_dict(self, methods.cls, key)
         if metadata is not None:
-            found = PyDict_GetItemWithError(metadata, key)
-            return [] if found is NULL else <object>found
+            values = fastcommon_get(metadata, key, _MISSING)
+            return [] if values is _MISSING else values
         return own(self, key)
 
     return get_all
 
 
-cdef object _make_contains(object own, object cls, Py_ssize_t counter):
+cdef object _make_contains(object own, _Methods methods, Py_ssize_t counter):
+    namespace = own.__globals__
+
     @cython.binding(True)
     def __contains__(self, key):
-        _count(counter)
-        metadata = _keyed_ordered_dict(self, cls, key)
-        if metadata is not None:
+        fastcommon_count(counter)
+        metadata = _keyed_ordered_dict(self, methods.cls, key)
+        if metadata is not None and fastcommon_get(namespace, _KEY_TYPE, str) is str:
             return key in <dict>metadata
         return own(self, key)
 
     return __contains__
 
 
-cdef object _make_setitem(object own, object cls, Py_ssize_t counter):
+cdef object _make_setitem(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __setitem__(self, key, value):
-        _count(counter)
-        if type(self) is not cls:
+        fastcommon_count(counter)
+        if type(self) is not methods.cls:
             return own(self, key, value)
         if key not in self:
             getattr(self, _METADATA)[key] = [value]
@@ -495,68 +394,94 @@ cdef object _make_setitem(object own, object cls, Py_ssize_t counter):
     return __setitem__
 
 
-cdef object _make_init_metadata(object own, object cls, Py_ssize_t counter):
-    own_function = own.__func__
-    metadata_class = own_function.__globals__["Metadata"]  # grpc.aio._channel's, as the gate found it
-    known = [None, True]  # abc's cache token, and whether an exact tuple is an instance of metadata_class then
+cdef bint _tuple_is_instance(_Methods methods, object metadata_class, tuple metadata) except -1:
+    """isinstance(metadata, metadata_class) for an exact tuple: asked again only when abc's cache token changes."""
+    token = get_cache_token()
+    with cython.critical_section(methods):
+        answer = methods.abc_answer if methods.abc_token == token else None
+    if answer is None:
+        answer = isinstance(metadata, metadata_class)
+        with cython.critical_section(methods):
+            methods.abc_token, methods.abc_answer = token, answer
+    return answer
+
+
+cdef object _make_init_metadata(object own, _Methods methods, Py_ssize_t counter):
+    namespace = own.__globals__  # grpc.aio._channel's, where its code looks up Metadata at each call
 
     @cython.binding(True)
     def _init_metadata(metadata=None, compression=None):
-        _count(counter)
-        if compression is None:
-            if metadata is None or type(metadata) is metadata_class and not metadata:  # metadata or Metadata()
-                return _construct(metadata_class, (), counter >= 0)
+        fastcommon_count(counter)
+        metadata_class = fastcommon_get(namespace, _CLASS_NAME, _MISSING)
+        if compression is None and metadata_class is methods.cls:
+            if metadata is None:  # `metadata or Metadata()`, then nothing more to do
+                return _construct(metadata_class, (), methods)
             if type(metadata) is metadata_class:
-                return metadata
+                return metadata if metadata else _construct(metadata_class, (), methods)
             if type(metadata) is tuple:
                 if not metadata:
-                    return _construct(metadata_class, (), counter >= 0)
-                token = get_cache_token()  # isinstance against an ABC, answered as long as abc keeps its answer
-                if token != known[0]:
-                    known[:] = [token, isinstance(metadata, metadata_class)]
-                if not known[1]:  # and an exact tuple is a Sequence (and a tuple) for good
-                    return fastcommon_call_method1(metadata_class, _FROM_TUPLE, metadata)
-        return own_function(metadata, compression)
+                    return _construct(metadata_class, (), methods)
+                if not _tuple_is_instance(methods, metadata_class, metadata):  # and an exact tuple is a Sequence
+                    if fastcommon_class_own(metadata_class, _FROM_TUPLE) is not methods.from_tuple:
+                        return fastcommon_call_method1(metadata_class, _FROM_TUPLE, metadata)
+                    fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
+                    return _construct(metadata_class, metadata, methods)
+        return own(metadata, compression)
 
     return _init_metadata
 
 
+# What replaces each method, by the name it has in its class: its maker, and what its class holds it in.
 cdef dict _MAKERS = {
-    "Metadata.__init__": _make_init,
-    "Metadata.add": _make_add,
-    "Metadata.from_tuple": _make_from_tuple,
-    "Metadata._create": _make_create,
-    "Metadata.__iter__": _make_iter,
-    "Metadata.__len__": _make_len,
-    "Metadata.__getitem__": _make_getitem,
-    "Metadata.get": _make_get,
-    "Metadata.get_all": _make_get_all,
-    "Metadata.__contains__": _make_contains,
-    "Metadata.__setitem__": _make_setitem,
-    "_BaseMultiCallable._init_metadata": _make_init_metadata,
+    "__init__": (_make_init, None),
+    "add": (_make_add, None),
+    "from_tuple": (_make_from_tuple, classmethod),
+    "_create": (_make_create, classmethod),
+    "__iter__": (_make_iter, None),
+    "__len__": (_make_len, None),
+    "__getitem__": (_make_getitem, None),
+    "get": (_make_get, None),
+    "get_all": (_make_get_all, None),
+    "__contains__": (_make_contains, None),
+    "__setitem__": (_make_setitem, None),
+    "_init_metadata": (_make_init_metadata, staticmethod),
 }
 
 
-def metadata_method(name, own, cls, /, *, counted=False):
-    """What replaces grpc's ``name`` (one of METADATA_METHODS), holding ``own``, for exact instances of ``cls``.
-
-    ``own`` is grpc's own, as its class holds it (a classmethod or staticmethod object where grpc's is one);
-    the result is what to put in its place, of the same kind.
-    """
-    if name not in _MAKERS:
-        raise ValueError(f"fastcommon replaces no {name!r}; it replaces {', '.join(METADATA_METHODS)}")
-    wrapped = isinstance(own, (classmethod, staticmethod))
-    function = own.__func__ if wrapped else own
-    if wrapped != name.endswith(("from_tuple", "_create", "_init_metadata")) or not hasattr(function, "__globals__"):
-        raise TypeError(f"metadata_method() needs grpc's own {name} as its class holds it, not {own!r}")
+def metadata_methods(owns, cls, /, *, counters=None):
+    """What replaces grpc's own methods ``owns`` (by dotted name, as fastcommon._patching names them: grpc's own, as
+    its class holds it), made together for exact instances of ``cls``, each of the kind of grpc's own;
+    ``counters``: where each counts its calls, by the same names (none counts without it)."""
+    cdef _Methods methods = _Methods.__new__(_Methods)
     if not isinstance(cls, type):
-        raise TypeError(f"metadata_method() needs a class, not {cls!r}")
-    made = _MAKERS[name](own, cls, COUNTED.index(name) if counted else -1)
-    made.__doc__ = function.__doc__
-    made.__wrapped__ = function  # inspect.signature shows grpc's own, annotations and all
-    return type(own)(made) if wrapped else made
-
-
-# The code objects of fastcommon's __init__ and add, by which their replacements are known wherever they are.
-cdef object _INIT_CODE = _make_init(None, None, -1).__code__
-cdef object _ADD_CODE = _make_add(None, None, -1).__code__
+        raise TypeError(f"metadata_methods() needs a class, not {cls!r}")
+    owns, counters = dict(owns), dict(counters or {})
+    by_attribute = {name.rpartition(".")[2]: name for name in owns}
+    for attribute, name in by_attribute.items():
+        if attribute not in _MAKERS:
+            raise ValueError(f"fastcommon replaces no {name!r}")
+        own, kind = owns[name], (<tuple>_MAKERS[attribute])[1]
+        function = own.__func__ if kind is not None and type(own) is kind else own
+        if (kind is not None and type(own) is not kind) or not hasattr(function, "__globals__"):
+            raise TypeError(f"metadata_methods() needs grpc's own {name} as its class holds it, not {own!r}")
+        counter = counters.get(name, -1)
+        if not -1 <= counter < FASTCOMMON_MAX_COUNTERS:
+            raise ValueError(f"metadata_methods(): no counter {counter!r}")
+        counters[name] = counter
+    methods.cls = cls
+    made = {}
+    for attribute, name in by_attribute.items():
+        own, (maker, kind) = owns[name], _MAKERS[attribute]
+        function = own.__func__ if kind is not None else own
+        replacement = maker(function, methods, counters[name])
+        replacement.__doc__ = function.__doc__
+        replacement.__wrapped__ = function  # inspect.signature shows grpc's own, annotations and all
+        made[name] = kind(replacement) if kind is not None else replacement
+    in_place = {attribute: by_attribute.get(attribute) for attribute in (_INIT, _ADD, _FROM_TUPLE)}
+    methods.own_init = owns.get(in_place[_INIT])
+    methods.namespace = getattr(methods.own_init, "__globals__", {})
+    methods.init, methods.add, methods.from_tuple = (made.get(name) for name in in_place.values())
+    methods.init_counter, methods.add_counter, methods.from_tuple_counter = (
+        counters.get(name, -1) for name in in_place.values()
+    )
+    return made
