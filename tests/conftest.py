@@ -27,16 +27,24 @@ if sys.flags.dev_mode and hasattr(sys, "gettotalrefcount") and sys.version_info 
 
     asyncio.set_event_loop_policy(_NoSlowCallbackReports())
 
-# Where grpcio has no wheel (free-threaded CPython, some musllinux builds), cibuildwheel's test command runs the
-# suite without it, and says so with this variable: fastcommon's reference is then the oracle (it is proven
-# equal to grpc._common wherever grpcio is installed) and the tests that need grpc skip. Nowhere else.
+# Where grpcio has no wheel (free-threaded CPython, some musllinux builds), cibuildwheel's test command and
+# .ci/free-threaded run the suite without it, and say so with this variable: the tests that need grpc skip, and
+# the oracle is grpc's own code taken from grpcio's source (tests/grpc_source.py), or, where none is given, the
+# parity tests skip too: fastcommon is never compared with itself. Nowhere else.
 WITHOUT_GRPCIO = os.environ.get("FASTCOMMON_TESTS_WITHOUT_GRPCIO", "") not in ("", "0")
 try:
     from grpc import _common as _oracle_module
 except ImportError:
     if not WITHOUT_GRPCIO:
         raise
-    from fastcommon import common as _oracle_module
+    import grpc_source
+
+    _oracle_module = grpc_source.common() if grpc_source.directory() else None
+HAVE_GRPCIO = not WITHOUT_GRPCIO or "grpc" in sys.modules
+NO_ORACLE = (
+    "grpcio is not installed here, and no grpcio source is named (FASTCOMMON_TESTS_GRPC_SOURCE, tests/grpc_source.py):"
+    " there is nothing but fastcommon itself to compare fastcommon with"
+)
 
 FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # what the tests expect, written out
 METADATA_METHODS = (
@@ -44,7 +52,7 @@ METADATA_METHODS = (
     "Metadata.__len__", "Metadata.__getitem__", "Metadata.get", "Metadata.get_all", "Metadata.__contains__",
     "Metadata.__setitem__", "_BaseMultiCallable._init_metadata",
 )  # fmt: skip
-if _oracle_module.__name__ == "grpc._common":
+if HAVE_GRPCIO:
     # grpc's own objects are the oracle, taken before any test can patch grpc. Under `python -m fastcommon
     # run -m pytest` grpc is patched as soon as it is imported; its own are then the ones fastcommon replaced.
     from fastcommon import _patching
@@ -55,7 +63,8 @@ if _oracle_module.__name__ == "grpc._common":
     GRPC_METADATA_OWNS = {name: own for name in METADATA_METHODS if (own := _patching.grpc_own(name)) is not None}
     assert all(function.__module__ == "grpc._common" for function in GRPC_ORACLE.values()), GRPC_ORACLE
 else:
-    GRPC_ORACLE = {name: getattr(_oracle_module, name) for name in FUNCTIONS}
+    GRPC_ORACLE = None if _oracle_module is None else {name: getattr(_oracle_module, name) for name in FUNCTIONS}
+    GRPC_METADATUM, GRPC_METADATA_OWNS = None, {}  # for the modules that import them, then skip
 
 # Under `python -m fastcommon run -m pytest`, this process is adopted by now (it has imported grpc), and every
 # child would inherit the adoption. The children the tests start are experiments with environments of their
@@ -98,7 +107,7 @@ def expected_patch():
 def pytest_report_header():
     import fastcommon
 
-    oracle = "fastcommon.common (no grpcio)" if _oracle_module.__name__ == "fastcommon.common" else "grpc._common"
+    oracle = "grpc._common" if HAVE_GRPCIO else "none" if GRPC_ORACLE is None else "grpc._common from grpcio's source"
     return (
         f"fastcommon {fastcommon.__version__} ({fastcommon.IMPLEMENTATION}) from {os.path.dirname(fastcommon.__file__)}"
         f"; oracle: {oracle}"

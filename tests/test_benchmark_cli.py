@@ -5,8 +5,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import NEEDS_GRPCIO
 
 pytest.importorskip("pyperf", reason="pyperf is a development requirement (requirements.txt), not a test one")
+pytest.importorskip("grpc", reason=NEEDS_GRPCIO)  # the benchmarks time grpc
 
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 

@@ -418,7 +418,7 @@ fastcommon_class_own(PyObject *cls, PyObject *name)
     dict = PyObject_GetAttrString(cls, "__dict__"); /* a mappingproxy of it */
     found = dict == NULL ? NULL : PyObject_GetItem(dict, name);
     Py_XDECREF(dict);
-    if (found == NULL) {
+    if (found == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
@@ -438,17 +438,22 @@ fastcommon_class_own(PyObject *cls, PyObject *name)
 #endif
 }
 
-/* Whether `bound` is `function` bound to `self`, as an attribute lookup on self binds a method. */
+/* Whether `bound` is `function` bound to `self`, as an attribute lookup on self binds a method; -1 on an error. */
 static int
 fastcommon_is_bound(PyObject *bound, PyObject *self, PyObject *function)
 {
 #if defined(Py_LIMITED_API)
     PyObject *found_self = PyObject_GetAttrString(bound, "__self__");
-    PyObject *found_function = PyObject_GetAttrString(bound, "__func__");
+    PyObject *found_function = found_self == NULL ? NULL : PyObject_GetAttrString(bound, "__func__");
     int is = found_self == self && found_function == function;
     Py_XDECREF(found_self);
     Py_XDECREF(found_function);
-    PyErr_Clear();
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+    }
     return is;
 #else
     return PyMethod_Check(bound) && PyMethod_GET_SELF(bound) == self && PyMethod_GET_FUNCTION(bound) == function;
@@ -581,8 +586,12 @@ fastcommon_iterator_step(fastcommon_iterator *self)
             if (PyErr_Occurred()) {
                 return NULL;
             }
-            fastcommon_set_field(&self->delegate, PyObject_CallOneArg(self->own, self->metadata));
+            fastcommon_set_field(&self->delegate, PyObject_CallFunctionObjArgs(self->own, self->metadata, NULL));
             if (self->delegate == NULL) {
+                return NULL;
+            }
+            if (!PyIter_Check(self->delegate)) { /* grpc's own gives a generator; anything else is refused */
+                PyErr_Format(PyExc_TypeError, "__iter__ returned a non-iterator: %R", (PyObject *)Py_TYPE(self->delegate));
                 return NULL;
             }
         }
@@ -643,29 +652,30 @@ fastcommon_iterator_step(fastcommon_iterator *self)
 static PyObject *
 fastcommon_iterator_advance(fastcommon_iterator *self)
 {
-    PyObject *item;
-    if (self->values != NULL) { /* the next value of the list at hand, as it is now */
-        PyObject *value = fastcommon_value_at(self->values, self->index, NULL);
-        if (value != NULL) {
-            self->index++;
-            return fastcommon_pair_of(self->key, value);
-        }
-    }
-    if (self->running) {
+    PyObject *item = NULL;
+    if (self->running) { /* from within itself (a finalizer, a value's iteration), or from a parked thread */
         PyErr_SetString(PyExc_ValueError, "generator already executing");
         return NULL;
     }
-    if (self->finished) {
-        return NULL;
+    self->running = 1; /* what runs below (an allocation's collector, a last reference) sees it running */
+    if (self->values != NULL && self->key != NULL) { /* the next value of the list at hand, as it is now */
+        PyObject *value = fastcommon_value_at(self->values, self->index, NULL);
+        if (value != NULL) {
+            self->index++;
+            item = fastcommon_pair_of(self->key, value);
+            self->running = 0;
+            return item;
+        }
     }
-    self->running = 1;
-    self->finished = 1; /* until an item comes: an error ends it for good, as it ends a generator */
-    fastcommon_set_field(&self->values, NULL); /* the list done with; what its last reference runs sees it running */
-    item = fastcommon_iterator_step(self);
+    if (!self->finished) {
+        self->finished = 1; /* until an item comes: an error ends it for good, as it ends a generator */
+        fastcommon_set_field(&self->values, NULL);
+        item = fastcommon_iterator_step(self);
+        if (item != NULL) {
+            self->finished = 0;
+        }
+    }
     self->running = 0;
-    if (item != NULL) {
-        self->finished = 0;
-    }
     return item;
 }
 
@@ -702,13 +712,13 @@ fastcommon_iterator_clear(PyObject *op)
 {
     fastcommon_iterator *self = (fastcommon_iterator *)op;
     self->finished = 1;
+    Py_CLEAR(self->values);
+    Py_CLEAR(self->items);
+    Py_CLEAR(self->key);
     Py_CLEAR(self->metadata);
     Py_CLEAR(self->own);
     Py_CLEAR(self->keys);
     Py_CLEAR(self->ordered);
-    Py_CLEAR(self->key);
-    Py_CLEAR(self->values);
-    Py_CLEAR(self->items);
     Py_CLEAR(self->delegate);
     return 0;
 }
@@ -719,7 +729,7 @@ fastcommon_iterator_dealloc(PyObject *op)
     PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     (void)fastcommon_iterator_clear(op);
-    type->tp_free(op);
+    ((freefunc)PyType_GetSlot(type, Py_tp_free))(op);
     Py_DECREF(type);
 }
 
@@ -812,13 +822,17 @@ typedef struct {
     Py_ssize_t counter; /* where it counts its calls for `run --report`, or -1 */
 } fastcommon_constructor;
 
+/* The deallocator of a class a `class` statement makes (subtype_dealloc): that of a plain subclass of tuple
+   made when the module is imported. */
+static destructor fastcommon_python_class_dealloc;
+
 /* Why instances of cls cannot be built as a tuple of two items written in place; NULL if they can.
    A subclass's __bases__ can be reassigned only between layout-compatible bases, and a type's sizes
    never change, so what is checked here holds for the class's whole life. */
 static const char *
 fastcommon_tuple_layout_problem(PyObject *cls)
 {
-    PyTypeObject *type;
+    PyTypeObject *type, *base;
     if (!PyType_Check(cls)) {
         return "is not a class";
     }
@@ -828,6 +842,17 @@ fastcommon_tuple_layout_problem(PyObject *cls)
     }
     if (!PyType_IsSubtype(type, &PyTuple_Type)) {
         return "is not a subclass of tuple";
+    }
+    /* Every class from it down to tuple made by a class statement: a C subclass (a structseq, say) frees and
+       visits fields of its own beyond the two items written here. */
+    for (base = type; base != &PyTuple_Type; base = base->tp_base) {
+        if (base == NULL || !PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)
+            || base->tp_dealloc != fastcommon_python_class_dealloc) {
+            return "is not made by a class statement from tuple";
+        }
+    }
+    if (type->tp_new == NULL) {
+        return "cannot be instantiated";
     }
     if (!PyType_HasFeature(type, Py_TPFLAGS_HAVE_GC)) {
         return "is not tracked by the garbage collector";
@@ -995,6 +1020,13 @@ static PyType_Spec fastcommon_constructor_spec = {
 static PyObject *
 fastcommon_constructor_type(void)
 {
+    PyObject *plain = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O){s()}", "Plain", &PyTuple_Type,
+                                            "__slots__");
+    if (plain == NULL) {
+        return NULL;
+    }
+    fastcommon_python_class_dealloc = ((PyTypeObject *)plain)->tp_dealloc;
+    Py_DECREF(plain);
     return PyType_FromSpec(&fastcommon_constructor_spec);
 }
 

@@ -37,7 +37,7 @@ cdef extern from "fast_common.h":
     bint fastcommon_is_usual_class(object) noexcept
     bint fastcommon_has_plain_attributes(object) noexcept
     object fastcommon_class_own(object, object)
-    bint fastcommon_is_bound(object, object, object) noexcept
+    int fastcommon_is_bound(object, object, object) except -1
     object fastcommon_new_instance(object)
     object fastcommon_call_method1(object, object, object)
     object fastcommon_call_method2(object, object, object, object)
@@ -217,13 +217,15 @@ cdef bint _initialize(object self, tuple pairs, _Methods methods, bint fresh) ex
     setattr(self, _METADATA, metadata)  # Python code may run here: the finalizers of a _metadata it replaces
     if n == 0:
         return True
-    collecting = fastcommon_no_gc()  # from here no Python code runs, but in an instance's own attribute lookup
-    try:
-        if _adds_in_place(self, methods, fresh) and (fresh or getattr(self, _METADATA) is metadata):
+    # What grpc's add would find, self.add and self._metadata, looked up once (an instance's own lookup may run
+    # Python code); then nothing runs Python code until fill ends, the collector off (before 3.12) meanwhile.
+    if _adds_in_place(self, methods, fresh) and getattr(self, _METADATA) is metadata:
+        collecting = fastcommon_no_gc()
+        try:
             done = fastcommon_fill(metadata, pairs, 0, fresh)
-            fastcommon_count_by(methods.add_counter, done)  # an add done in place is counted as the add it is
-    finally:
-        fastcommon_restore_gc(collecting)
+        finally:
+            fastcommon_restore_gc(collecting)
+        fastcommon_count_by(methods.add_counter, done)  # an add done in place is counted as the add it is
     for i in range(done, n):  # the rest as grpc's __init__ does it: unpacked, and added through self.add
         key, value = _unpack(pairs[i])
         fastcommon_call_method2(self, _ADD, key, value)
@@ -462,7 +464,7 @@ def metadata_methods(owns, cls, /, *, counters=None):
             raise ValueError(f"fastcommon replaces no {name!r}")
         own, kind = owns[name], (<tuple>_MAKERS[attribute])[1]
         function = own.__func__ if kind is not None and type(own) is kind else own
-        if (kind is not None and type(own) is not kind) or not hasattr(function, "__globals__"):
+        if (kind is not None and type(own) is not kind) or type(getattr(function, "__globals__", None)) is not dict:
             raise TypeError(f"metadata_methods() needs grpc's own {name} as its class holds it, not {own!r}")
         counter = counters.get(name, -1)
         if not -1 <= counter < FASTCOMMON_MAX_COUNTERS:

@@ -1,0 +1,158 @@
+"""Many threads calling every compiled entry point on shared objects at once: the same answers, no lost update, no
+crash. With the GIL this checks the answers; on free-threaded CPython (.ci/free-threaded, where the module says it
+needs no GIL) the threads really run at once, and under ThreadSanitizer a data race in the module fails the run.
+
+grpc.aio's Metadata here is a class of this test's own holding grpc's methods, grpc's own code (from grpcio, or
+from grpcio's source where grpcio cannot be installed: tests/grpc_source.py), with fastcommon's made for it.
+"""
+
+import os
+import sys
+import threading
+import types
+
+import pytest
+from conftest import load_implementation
+
+THREADS = 8
+ROUNDS = int(os.environ.get("FASTCOMMON_THREAD_ROUNDS", "300"))  # each thread's; fewer under ThreadSanitizer
+METHODS = ("__init__", "add", "from_tuple", "_create", "__iter__", "__len__", "__getitem__", "get", "get_all",
+           "__contains__", "__setitem__")  # fmt: skip
+
+
+def grpcs_metadata():
+    """grpc's Metadata class and its _BaseMultiCallable._init_metadata function: grpcio's, or its source's."""
+    try:
+        from grpc.aio import _channel, _metadata
+    except ImportError:
+        import grpc_source
+
+        if grpc_source.directory() is None:
+            pytest.skip("neither grpcio nor its source (FASTCOMMON_TESTS_GRPC_SOURCE) is here")
+        module = grpc_source.aio_metadata()
+        return module.Metadata, grpc_source.init_metadata(module.Metadata)
+    return _metadata.Metadata, _channel._BaseMultiCallable.__dict__["_init_metadata"].__func__
+
+
+@pytest.fixture(scope="module")
+def patched_class():
+    """A Metadata class holding fastcommon's methods, made for it, and an _init_metadata that makes it."""
+    fast_common = load_implementation("fast_common")
+    metadata, init_metadata = grpcs_metadata()
+    owns = {name: vars(metadata)[name] for name in METHODS if name in vars(metadata)}
+    cls = type("Metadata", (metadata,), dict(owns))
+    own_init_metadata = types.FunctionType(
+        init_metadata.__code__, {**init_metadata.__globals__, "Metadata": cls}, "_init_metadata",
+        init_metadata.__defaults__,
+    )  # fmt: skip
+    names = {f"Metadata.{name}": own for name, own in owns.items()}
+    names["_BaseMultiCallable._init_metadata"] = staticmethod(own_init_metadata)
+    counters = {name: 5 + i for i, name in enumerate(names)}
+    made = fast_common.metadata_methods(names, cls, counters=counters)
+    for name, method in made.items():
+        if name.startswith("Metadata."):
+            setattr(cls, name.split(".")[1], method)
+    return cls, made["_BaseMultiCallable._init_metadata"].__func__, fast_common, counters
+
+
+def run_threads(work):
+    """work(index) in THREADS threads started together; the exceptions they raised."""
+    start, raised = threading.Barrier(THREADS), []
+
+    def run(index):
+        start.wait(timeout=60)
+        try:
+            work(index)
+        except BaseException as exc:  # reported by the test
+            raised.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert not any(thread.is_alive() for thread in threads)
+    return raised
+
+
+def test_one_metadata_changed_and_read_by_every_thread_loses_nothing(patched_class):
+    cls, init_metadata, fast_common, counters = patched_class
+    shared = cls(("common", "first"))
+    shared_iterator = iter(shared)
+    before = fast_common.calls()
+    seen_while_changing = []
+
+    def work(index):
+        own = f"thread-{index}"
+        for round_ in range(ROUNDS):
+            shared.add(own, round_)
+            shared.add("common", (index, round_))
+            shared[f"set-{index}"] = round_
+            assert shared[own] == 0 and shared.get(own) == 0 and shared.get_all(own)[-1] == round_
+            assert "common" in shared and len(shared) >= round_
+            made = cls.from_tuple(((own, "a"), ("b", round_), (own, "c")))
+            assert tuple(made) == ((own, "a"), (own, "c"), ("b", round_)) and len(made) == 3
+            assert tuple(init_metadata(((own, round_),), None)) == ((own, round_),)
+            if round_ % 50 == 0:
+                seen_while_changing.append(tuple(shared))  # iterated while the others add to it
+            try:
+                next(shared_iterator, None)  # one iterator advanced by every thread
+            except (ValueError, RuntimeError):  # "generator already executing"; the OrderedDict changed size
+                pass
+
+    assert run_threads(work) == []
+    for index in range(THREADS):
+        assert shared.get_all(f"thread-{index}") == list(range(ROUNDS))
+        assert shared[f"set-{index}"] == ROUNDS - 1
+    assert sorted(shared.get_all("common")[1:]) == sorted((i, r) for i in range(THREADS) for r in range(ROUNDS))
+    assert all(isinstance(item, tuple) and len(item) == 2 for items in seen_while_changing for item in items)
+    calls = fast_common.calls()
+    assert calls[counters["Metadata.add"]] - before[counters["Metadata.add"]] >= 2 * THREADS * ROUNDS
+    from_tuple = counters["Metadata.from_tuple"]  # called, and done in place by _init_metadata
+    assert calls[from_tuple] - before[from_tuple] == 2 * THREADS * ROUNDS
+
+
+def test_the_functions_shared_by_every_thread_count_every_call(patched_class):
+    _, _, fast_common, _ = patched_class
+    before = fast_common.calls()
+
+    def work(index):
+        text = f"h\xe9llo {index}"
+        for round_ in range(ROUNDS):
+            assert fast_common.counted_encode(text) == text.encode() == fast_common.encode(text)
+            assert fast_common.counted_decode(text.encode()) == text == fast_common.decode(text.encode())
+            assert fast_common.counted_serialize(round_, str) == str(round_)
+            assert fast_common.counted_deserialize(b"x", None) == b"x"
+
+    assert run_threads(work) == []
+    after = fast_common.calls()
+    assert [after[i] - before[i] for i in range(4)] == [THREADS * ROUNDS] * 4  # no count lost
+
+
+def test_one_entry_constructor_shared_by_every_thread(patched_class):
+    _, _, fast_common, _ = patched_class
+    if not hasattr(fast_common, "MetadatumConstructor"):
+        pytest.skip("the Limited API (abi3) build has no metadata entry constructor")
+    entry_class = type("_Metadatum", (tuple,), {"__slots__": ()})
+    build = fast_common.MetadatumConstructor(entry_class, counter=4).build
+    before = fast_common.calls()[4]
+
+    def work(index):
+        for round_ in range(ROUNDS):
+            entry = build(index, round_)
+            assert (
+                type(entry) is entry_class and tuple(entry) == (index, round_) and hash(entry) == hash((index, round_))
+            )
+
+    assert run_threads(work) == []
+    assert fast_common.calls()[4] - before == THREADS * ROUNDS
+
+
+def test_the_module_says_truly_what_it_needs_of_the_gil():
+    load_implementation("fast_common")
+    if not hasattr(sys, "_is_gil_enabled"):
+        pytest.skip("CPython before 3.13 has a GIL, always")
+    import sysconfig
+
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    assert sys._is_gil_enabled() == (not free_threaded or os.environ.get("PYTHON_GIL") == "1")
