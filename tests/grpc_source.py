@@ -2,22 +2,25 @@
 musllinux builds): the oracle the tests compare fastcommon with there, never fastcommon's own code.
 
 FASTCOMMON_TESTS_GRPC_SOURCE names the grpc package directory of grpcio's unpacked sdist
-(grpcio-X.Y.Z/src/python/grpcio/grpc); ``python tests/grpc_source.py DIR`` fetches and unpacks it there (pip
-download), as tests/wheel_suite.py and .ci/free-threaded do. Only what is pure Python and imports nothing of grpc's
+(grpcio-X.Y.Z/src/python/grpcio/grpc); ``python tests/grpc_source.py DIR`` fetches and unpacks it there, as
+tests/wheel_suite.py and .ci/free-threaded do. Only what is pure Python and imports nothing of grpc's
 core is taken: grpc._common's four functions, grpc.aio's Metadata, and its callables' _init_metadata.
 """
 
 import ast
 import glob
+import hashlib
+import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 import types
 import typing
+import urllib.parse
+import urllib.request
 
 VARIABLE = "FASTCOMMON_TESTS_GRPC_SOURCE"
 
@@ -72,14 +75,23 @@ def init_metadata(metadata_class):
 
 
 def fetch(into):
-    """Download grpcio's sdist (the newest, or $GRPCIO_VERSION) and unpack its grpc package into ``into``."""
+    """Download grpcio's sdist from PyPI (the newest release, or $GRPCIO_VERSION), check its digest, and unpack its
+    grpc package into ``into``. (Not pip download: pip would build the sdist's metadata, which fails where
+    grpcio does not build.)"""
     version = os.environ.get("GRPCIO_VERSION")
+    where = f"https://pypi.org/pypi/grpcio/{version + '/' if version else ''}json"
+    with urllib.request.urlopen(where) as answer:
+        release = json.load(answer)
+    [sdist] = [file for file in release["urls"] if file["packagetype"] == "sdist"]
     with tempfile.TemporaryDirectory() as downloads:
-        requirement = f"grpcio=={version}" if version else "grpcio"
-        command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d"]
-        subprocess.run([*command, downloads, requirement], check=True)
-        [sdist] = glob.glob(os.path.join(downloads, "grpcio-*.tar.gz"))
-        with tarfile.open(sdist) as archive:
+        archive_path = os.path.join(downloads, sdist["filename"])
+        url = urllib.parse.urljoin(where, sdist["url"])  # a mirror of PyPI may give it relative
+        with urllib.request.urlopen(url) as answer, open(archive_path, "wb") as file:
+            shutil.copyfileobj(answer, file)
+        with open(archive_path, "rb") as file:
+            if hashlib.sha256(file.read()).hexdigest() != sdist["digests"]["sha256"]:
+                raise RuntimeError(f"{sdist['filename']} does not match its sha256 on PyPI")
+        with tarfile.open(archive_path) as archive:
             members = [m for m in archive.getmembers() if "/src/python/grpcio/grpc/" in m.name and m.isfile()]
             safely = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # 3.12, and security releases
             archive.extractall(downloads, members=members, **safely)
