@@ -1,7 +1,7 @@
 """Time fastcommon against grpc._common: per call, per message and per RPC; and chart it.
 
     python benchmark.py                      # per call: the conversions and (de)serialize, pyperf, under 3 minutes
-    python benchmark.py --fast               # pyperf's quick mode, under 90 seconds
+    python benchmark.py --fast               # per call in pyperf's quick mode: about half the time
     python benchmark.py --more-inputs        # also a 1 KiB details string, non-ASCII text, invalid UTF-8
     python benchmark.py --messages           # messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, the wrapper's share
     python benchmark.py -o results.json      # then: python -m pyperf compare_to a.json b.json --table
@@ -34,7 +34,7 @@ def modes_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     modes = parser.add_argument_group("modes (per call when none is given)")
-    modes.add_argument("--fast", action="store_true", help="per call, in pyperf's quick mode (about a minute)")
+    modes.add_argument("--fast", action="store_true", help="per call, in pyperf's quick mode")
     modes.add_argument("--more-inputs", action="store_true", help="per call, also 1 KiB, non-ASCII and invalid UTF-8")
     modes.add_argument("--messages", action="store_true", help="messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, share")
     modes.add_argument("--rpc", action="store_true", help="end to end: CPU and time per RPC, stock against patched")
@@ -44,7 +44,7 @@ def modes_parser():
     modes.add_argument(
         "--plot",
         metavar="DIR [results.json ...]",
-        help="charts into DIR: of this run, or of saved JSON files (-o of per call, --rpc, --rpc-instructions)",
+        help="charts into DIR: of this run, or of JSON files saved with -o (per call: one per CPython)",
     )
     options = parser.add_argument_group("options")
     options.add_argument("-h", "--help", action="store_true", help="show this help and exit")

@@ -32,13 +32,20 @@ SERIES = (  # the start of the implementation's name in a benchmark's, the legen
     ("fastcommon.fast_common", "fastcommon, compiled", "#1f77b4"),
     ("floor", "the floor: a builtin C call; for an entry, a plain tuple; for a call's metadata, tuple(it)", "#2ca02c"),
 )
+VERDICT_COLOURS = {"saved": "#1f77b4", "slower": "#d62728"}  # --rpc's verdicts; noise is grey
 
 
-def pyplot():
+def require_matplotlib():
+    """Exit in one line if matplotlib is missing: a run with --plot calls this before it starts, not after."""
     try:
         import matplotlib
     except ImportError:
         raise SystemExit(f"--plot needs matplotlib, which is not installed: {PLOT_NEEDS}") from None
+    return matplotlib
+
+
+def pyplot():
+    matplotlib = require_matplotlib()
     matplotlib.use("Agg")
     import matplotlib.pyplot
 
@@ -121,7 +128,7 @@ def _cpu_panel(axis, results):
     labels = list(results["cpu"])
     for row, label in enumerate(labels):
         saved, ci, verdict = results["cpu"][label]
-        axis.errorbar(saved, row, xerr=ci, fmt="o", color="#1f77b4" if verdict == "saved" else "#b0b0b0",
+        axis.errorbar(saved, row, xerr=ci, fmt="o", color=VERDICT_COLOURS.get(verdict, "#b0b0b0"),
                       capsize=3, label="CPU saved, with its 95% interval" if row == 0 else None)  # fmt: skip
         expected = results["expected"][label][1]
         axis.plot(expected, row, "x", color="#ff7f0e", label="expected from the calls counted" if row == 0 else None)
@@ -151,27 +158,37 @@ def main(argv):
     parser.add_argument("--plot-format", choices=FORMATS, default=FORMATS[0], help="the charts' format")
     parser.add_argument("results", nargs="+", help="JSON files written by python benchmark.py [--rpc...] -o FILE")
     args = parser.parse_args(argv)
-    per_call, per_rpc = {}, {}
+    per_call, per_rpc, sources = {}, {}, {}
     for path in args.results:
         try:
             with open(path, encoding="utf-8") as file:
                 saved = json.load(file)
             if "instructions" in saved:
+                only_one(sources, "--rpc-instructions results", path)
                 per_rpc["instructions"] = {tuple(_key(part) for part in key.split(" | ")): costs
                                            for key, costs in saved["instructions"].items()}  # fmt: skip
                 continue
             if "cpu" in saved:
+                only_one(sources, "--rpc results", path)
                 per_rpc.update(cpu=saved["cpu"], expected=saved["expected"])
                 continue
             suite = pyperf.BenchmarkSuite.load(path)
         except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, unreadable, or not such a JSON
             raise SystemExit(f"python benchmark.py --plot: cannot read {path}: {exc}") from None
         version = suite.get_benchmarks()[0].get_metadata().get("python_version", path).split()[0]
+        only_one(sources, f"from CPython {version}", path)
         per_call[version] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
     if per_call:
         print(per_call_chart(per_call, args.plot, args.plot_format))
     if per_rpc:
         print(per_rpc_chart(per_rpc, args.plot, args.plot_format))
+
+
+def only_one(sources, what, path):
+    """Note that ``path`` holds ``what``; exit in one line naming both files if another already did."""
+    if what in sources:  # the chart has one place for each: a second would silently replace the first
+        raise SystemExit(f"python benchmark.py --plot: {sources[what]} and {path} are both {what}; chart one of them")
+    sources[what] = path
 
 
 def _key(part):

@@ -3,8 +3,8 @@
 Each round starts a fresh stock pair and a fresh patched pair of processes (a server and a
 client each) and runs their batches interleaved, alternating which goes first. A saving is
 the difference of each round's pair (stock minus patched: positive means patched is faster),
-with its 95% confidence interval over rounds (Student's t); a saving inside its interval, or
-below zero, is noise, and says so.
+with its 95% confidence interval over rounds (Student's t); the verdict says whether that
+interval lies above zero (saved), below it (slower), or holds it (noise).
 """
 
 import argparse
@@ -19,7 +19,7 @@ import time
 
 from benchmarks import plot
 from benchmarks.suite import small_message
-from benchmarks.timing import AIO_METADATA, HEADER, METHOD, format_table, mean_and_ci95
+from benchmarks.timing import AIO_METADATA, HEADER, METHOD, format_table, mean_and_ci95, positive_int
 from fastcommon._adoption import ns_per_call
 from fastcommon._patching import FUNCTIONS, METADATUM
 from grpc_echo import (
@@ -277,8 +277,16 @@ def interval(values):
 def saving(stock, patched):
     """The paired saving over rounds (stock minus patched: positive means patched is faster) and its verdict."""
     mean, ci = mean_and_ci95([a - b for a, b in zip(stock, patched, strict=True)])
-    verdict = "saved" if mean - ci > 0 else "noise"  # below zero, or inside its interval: noise
-    return mean, ci, verdict
+    return mean, ci, saving_verdict(mean, ci)
+
+
+def saving_verdict(mean, ci):
+    """What a saving is: "saved" if its 95% interval lies above zero, "slower" if below it, "noise" if it holds 0."""
+    if mean - ci > 0:
+        return "saved"
+    if mean + ci < 0:
+        return "slower"
+    return "noise"  # also where the interval is unknown (nan): a single round
 
 
 def expected_savings(counts, costs):
@@ -298,13 +306,19 @@ def expected_savings(counts, costs):
     return expected
 
 
+def expected_differences(expected, control):
+    """{kind: {side: µs saved, as the counts predict it, between this run's pairs}}: none if both are stock."""
+    return {kind: {side: 0.0 if control else saved for side, (_, saved) in sides.items()}
+            for kind, sides in expected.items()}  # fmt: skip
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="python benchmark.py --rpc", description="stock against patched, per RPC")
     parser.add_argument("--rpc", action="store_true")
     parser.add_argument(
-        "--rounds", type=int, default=ROUNDS, help=f"rounds, each with fresh processes (default {ROUNDS})"
+        "--rounds", type=positive_int, default=ROUNDS, help=f"rounds, each with fresh processes (default {ROUNDS})"
     )
-    parser.add_argument("--rpcs", type=int, default=RPCS, help=f"RPCs per round (default {RPCS})")
+    parser.add_argument("--rpcs", type=positive_int, default=RPCS, help=f"RPCs per round (default {RPCS})")
     parser.add_argument(
         "--control",
         action="store_true",
@@ -314,6 +328,8 @@ def main(argv):
     parser.add_argument("--plot", metavar="DIR", help="also write a chart of the per-RPC breakdown into DIR")
     parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
     args = parser.parse_args(argv)
+    if args.plot:
+        plot.require_matplotlib()
     modes = ("stock", "stock-again" if args.control else "patched")
 
     import grpc
@@ -332,6 +348,7 @@ def main(argv):
         measured = measure_rounds(stubs_dir, modes, args.rounds, args.rpcs)
 
     expected = expected_savings(counts, costs)
+    predicted = expected_differences(expected, args.control)
     names = (*FUNCTIONS, METADATUM, AIO_PATH)
     rows = [("RPC kind", "side", *names, "grpc's cost", "fastcommon saves")]
     for kind, counted in counts.items():
@@ -357,8 +374,8 @@ def main(argv):
     )
     print(
         f"\nCPU µs per RPC, each process's own (time.process_time()); {header}. 'saved' is {modes[0]} minus "
-        f"{modes[1]} for each round's pair (positive: {modes[1]} is faster); below zero or inside its interval "
-        "it is noise:"
+        f"{modes[1]} for each round's pair (positive: {modes[1]} is faster); it is noise where its interval holds "
+        "zero, slower where the interval is below it:"
     )
     rows = [("RPC kind", "process", modes[0], modes[1], "saved", "", "expected from counts")]
     savings = {}
@@ -369,7 +386,7 @@ def main(argv):
             savings[kind, side] = (mean, ci, verdict)
             rows.append(
                 (kind, side, interval(first), interval(second), f"{mean:+.2f} +- {ci:.2f} µs", verdict,
-                 f"{expected[kind][side][1]:.3f} µs")
+                 f"{predicted[kind][side]:.3f} µs")
             )  # fmt: skip
     print(format_table(rows))
 
@@ -401,7 +418,11 @@ def main(argv):
         "rounds": args.rounds,
         "rpcs": args.rpcs,
         "cpu": {f"{kind} | {side}": savings[kind, side] for kind, side in savings},
-        "expected": {f"{kind} | {side}": expected[kind][side] for kind in expected for side in expected[kind]},
+        "expected": {
+            f"{kind} | {side}": (expected[kind][side][0], predicted[kind][side])
+            for kind in expected
+            for side in expected[kind]
+        },
         "measured": {f"{mode} | {kind}": measured[mode, kind] for mode in modes for kind in RPC_KINDS},
         "breakdown": breakdown,
     }

@@ -24,7 +24,7 @@ import time
 
 from benchmarks import plot
 from benchmarks.suite import small_message
-from benchmarks.timing import format_table
+from benchmarks.timing import format_table, positive_int
 from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_stubs, import_stubs, make_servicer
 
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
@@ -250,11 +250,15 @@ def report(results, rpcs):
 def main(argv):
     parser = argparse.ArgumentParser(prog="python benchmark.py --rpc-instructions", description=__doc__.splitlines()[0])
     parser.add_argument("--rpc-instructions", action="store_true")
-    parser.add_argument("--rpcs", type=int, default=RPCS, help=f"N, the RPCs of the first measured batch ({RPCS})")
+    parser.add_argument(
+        "--rpcs", type=positive_int, default=RPCS, help=f"N, the RPCs of the first measured batch ({RPCS})"
+    )
     parser.add_argument("-o", metavar="FILE", help="also write the results as JSON, to chart with --plot")
     parser.add_argument("--plot", metavar="DIR", help="also chart the results into DIR")
     parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
     args = parser.parse_args(argv)
+    if args.plot:
+        plot.require_matplotlib()
     if shutil.which("valgrind") is None:
         sys.exit("--rpc-instructions needs valgrind, which is not installed: apt-get install valgrind")
 

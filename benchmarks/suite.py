@@ -109,6 +109,7 @@ def main(argv=None):
         )
 
     runner = pyperf.Runner(**RUNNER_SETTINGS, add_cmdline_args=forward_options)
+    runner.argparser.prog = "python benchmark.py"  # in usage errors, as the other modes name themselves
     runner.argparser.add_argument(
         "--more-inputs", action="store_true", help="also time a 1 KiB details string, non-ASCII text and invalid UTF-8"
     )
@@ -121,6 +122,10 @@ def main(argv=None):
     )
     runner.argparser.add_argument("--stubs", help=argparse.SUPPRESS)
     args = runner.parse_args(argv)
+    if args.plot and args.messages:
+        runner.argparser.error("--plot charts the per-call run, not --messages")
+    if args.plot:
+        plot.require_matplotlib()
     manager = not args.worker
     if manager and not args.verbose:
         args.quiet = True  # pyperf's warning blocks give way to one line per unstable result, below

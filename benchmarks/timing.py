@@ -1,5 +1,6 @@
 """What the benchmarks share: the timed loops, the confidence intervals, and plain-text tables."""
 
+import argparse
 import contextlib
 import math
 import statistics
@@ -68,6 +69,13 @@ def bench(runner, benches, name, function, *args):
     """Time ``function(*args)`` (one argument, or a message and its transformer) with pyperf as ``name``."""
     timed = time_calls if len(args) == 1 else time_transform_calls
     benches[name] = runner.bench_time_func(name, timed, function, *args, inner_loops=UNROLL)
+
+
+def positive_int(text):
+    """An argparse type: a whole number above zero (a count of rounds or RPCs), or a usage error."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above zero")
+    return int(text)
 
 
 def mean_and_ci95(values):

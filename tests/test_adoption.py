@@ -15,6 +15,8 @@ from conftest import NEEDS_GRPCIO, expected_patch
 
 pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
+import grpc
+
 import fastcommon
 from fastcommon import _adoption, _patching
 from grpc_echo import counting_calls
@@ -35,7 +37,8 @@ def say_patched(label):
 PATCHED = list(expected_patch())  # what the tests expect, written out in conftest
 
 REPORT_BLOCK = re.compile(
-    r"fastcommon --report, process (?P<pid>\d+) \((?P<implementation>\w+)\): grpc patched \((?P<names>[^)]*)\)\n"
+    r"fastcommon --report, process (?P<pid>\d+) \((?P<implementation>\w+), grpcio (?P<grpcio>[^)]+)\)"
+    r"(?P<ended> \(ended by SIGTERM\))?: grpc patched \((?P<names>[^)]*)\)\n"
     r"  calls: (?P<calls>.*)\n"
     r"  saved: (?P<ms>[\d.-]+) ms = (?P<share>\S+) of this process's (?P<cpu>[\d.]+) s CPU"
     r" \(per call, timed at exit: .*\)\n"
@@ -54,13 +57,9 @@ def reports(stderr):
 
 
 def uncalled_names(listed):
-    """The names a report's 'not called' part stands for ("Metadata's 11 methods" is every one of them)."""
-    names = []
-    for entry in filter(None, listed.split(", ")):
-        grouped = re.fullmatch(r"(\w+)'s (\d+) methods", entry)
-        methods = [name for name in _patching.NAMES if grouped and name.startswith(grouped[1] + ".")]
-        assert not grouped or len(methods) == int(grouped[2]), entry
-        names += methods if grouped else [entry]
+    """The names a report's 'not called' part lists: each as patch() and is_patched() name it."""
+    names = [name for name in listed.split(", ") if name]
+    assert all(name in _patching.NAMES for name in names), names
     return names
 
 
@@ -387,11 +386,10 @@ def test_report_block_reads_as_documented(monkeypatch, metadatum):
     calls = {"encode": 0, "decode": 2000, "serialize": 1000, "deserialize": 0}
     if metadatum:
         calls["_Metadatum"] = 0
-    text = report.text(calls, cpu_seconds=1.0)
-    left = ", ".join(name for name in _patching.NAMES if name not in calls and "." not in name)
-    left += ", " * bool(left) + "Metadata's 11 methods, _BaseMultiCallable._init_metadata"
+    text = report.text(report.summary(calls, cpu_seconds=1.0))
+    left = ", ".join(name for name in _patching.NAMES if name not in calls)
     assert text == (
-        f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}): "
+        f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}, grpcio {grpc.__version__}): "
         f"grpc patched (encode, decode, serialize, deserialize{', _Metadatum' if metadatum else ''}; "
         f"left to grpc: {left})\n"
         f"  calls: encode 0, decode 2,000, serialize 1,000, deserialize 0{', _Metadatum 0' if metadatum else ''}\n"
@@ -401,15 +399,14 @@ def test_report_block_reads_as_documented(monkeypatch, metadatum):
     assert REPORT_BLOCK.fullmatch(text)
 
 
-def test_report_lists_uncalled_methods_apart_and_a_class_whose_methods_all_are_in_one_entry(monkeypatch):
+def test_report_names_each_replaceable_as_is_patched_takes_it_and_lists_uncalled_methods_apart(monkeypatch):
     report = _adoption.Report()
     monkeypatch.setattr(report, "per_call_saving_ns", lambda name: 1000.0)
     calls = dict.fromkeys(_patching.NAMES, 0) | {"decode": 3, "Metadata.add": 2}
-    text = report.text(calls, cpu_seconds=1.0)
+    text = report.text(report.summary(calls, cpu_seconds=1.0))
     methods = [name for name in _patching.NAMES if "." in name]
     uncalled = ", ".join(name for name in methods if name != "Metadata.add")
-    of_metadata = sum(name.startswith("Metadata.") for name in methods)
-    assert f"(encode, decode, serialize, deserialize, _Metadatum, Metadata's {of_metadata} methods, " in text
+    assert f"grpc patched ({', '.join(_patching.NAMES)})\n" in text
     functions = "encode 0, decode 3, serialize 0, deserialize 0, _Metadatum 0"
     assert f"  calls: {functions}, Metadata.add 2; not called: {uncalled}\n" in text
     [parsed] = reports(text).values()

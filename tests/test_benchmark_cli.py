@@ -1,6 +1,10 @@
 """benchmark.py as a person types it: its help leads with its own modes, and a bad results file is one line."""
 
+import importlib
+import json
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -13,8 +17,36 @@ pytest.importorskip("grpc", reason=NEEDS_GRPCIO)  # the benchmarks time grpc
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 
 
-def benchmark(*args, cwd):
-    return subprocess.run([sys.executable, BENCHMARK, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+PLOT_NEEDS_MATPLOTLIB = "--plot needs matplotlib, which is not installed: pip install matplotlib"
+
+
+def benchmark(*args, cwd, env=None):
+    return subprocess.run(
+        [sys.executable, BENCHMARK, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def without(tmp_path, *modules):
+    """An environment where importing these modules fails, as if they were not installed."""
+    blocker = tmp_path / "blocked_modules"
+    blocker.mkdir(exist_ok=True)
+    for module in modules:
+        (blocker / f"{module}.py").write_text(f"raise ImportError('{module} is blocked for this test')\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+
+
+# Every run starts by generating the echo stubs with grpc_tools: without it, a run that should have stopped
+# before it started fails at once rather than running for minutes.
+def without_matplotlib_or_a_run(tmp_path):
+    return without(tmp_path, "matplotlib", "grpc_tools")
+
+
+def benchmarks_module(name):
+    sys.path.insert(0, os.path.dirname(BENCHMARK))
+    try:
+        return importlib.import_module(f"benchmarks.{name}")
+    finally:
+        sys.path.remove(os.path.dirname(BENCHMARK))
 
 
 def test_help_leads_with_the_modes_then_pyperfs_options(tmp_path):
@@ -25,6 +57,34 @@ def test_help_leads_with_the_modes_then_pyperfs_options(tmp_path):
     modes = ["--fast", "--more-inputs", "--messages", "--rpc", "--plot DIR [results.json ...]", "--plot-format"]
     positions = [text.index(f"  {mode}") for mode in modes]
     assert max(positions) < text.index("pyperf's options") < text.index("--rigorous")
+
+
+def test_help_gives_no_duration_for_fast_that_a_slower_machine_would_make_untrue(tmp_path):
+    text = benchmark("--help", cwd=tmp_path).stdout
+    fast = [line for line in text.splitlines() if "--fast" in line]
+    assert len(fast) == 3  # the mode, the example (the module's docstring) and pyperf's option
+    assert not [line for line in fast if re.search(r"\d|minute|second", line)]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--rpc", "--rounds", "0"],
+        ["--rpc", "--rpcs", "x"],
+        ["--rpc-instructions", "--rpcs", "0"],
+        ["--rpc", "--bogus"],
+        ["--bogus"],
+        ["--messages", "--plot", "charts"],
+        ["--plot", "charts", "results.json", "--bogus"],
+    ],
+)
+def test_a_usage_error_is_one_line_after_the_usage_and_status_2(tmp_path, args):
+    result = benchmark(*args, cwd=tmp_path, env=without_matplotlib_or_a_run(tmp_path))
+    assert (result.returncode, result.stdout) == (2, "")
+    usage, *wrapped, error = result.stderr.splitlines()
+    assert usage.startswith("usage: python benchmark.py")
+    assert all(line.startswith(" ") for line in wrapped)
+    assert error.startswith("python benchmark.py") and ": error: " in error
 
 
 @pytest.mark.parametrize("content", [None, "not json", "{}"], ids=["missing", "not-json", "not-pyperf"])
@@ -50,11 +110,7 @@ def test_a_closed_pipe_ends_the_help_quietly(tmp_path):
 
 
 def test_plot_without_matplotlib_names_an_install_that_keeps_an_editable_one(tmp_path):
-    blocker = tmp_path / "no_matplotlib"
-    blocker.mkdir()
-    (blocker / "matplotlib.py").write_text("raise ImportError('matplotlib is blocked for this test')\n")
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
-    (tmp_path / "results.json").write_text("{}")
+    environ = without(tmp_path, "matplotlib")
     code = "import sys; sys.path.insert(0, sys.argv[1]); from benchmarks import plot; plot.pyplot()"
     result = subprocess.run(
         [sys.executable, "-c", code, os.path.dirname(BENCHMARK)],
@@ -65,7 +121,79 @@ def test_plot_without_matplotlib_names_an_install_that_keeps_an_editable_one(tmp
         timeout=60,
     )
     assert result.returncode == 1
-    assert result.stderr == "--plot needs matplotlib, which is not installed: pip install matplotlib\n"
+    assert result.stderr == PLOT_NEEDS_MATPLOTLIB + "\n"
+
+
+@pytest.mark.parametrize("mode", [[], ["--fast"], ["--rpc"], ["--rpc", "--control"], ["--rpc-instructions"]])
+def test_a_run_with_plot_and_no_matplotlib_stops_before_it_starts(tmp_path, mode):
+    result = benchmark(*mode, "--plot", "charts", cwd=tmp_path, env=without_matplotlib_or_a_run(tmp_path))
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", PLOT_NEEDS_MATPLOTLIB + "\n")
+
+
+def per_call_results(path, python_version):
+    import pyperf
+
+    metadata = {"name": "encode str->bytes | grpc._common", "python_version": python_version}
+    run = pyperf.Run([1e-7, 1.1e-7], metadata=metadata, collect_metadata=False)
+    pyperf.BenchmarkSuite([pyperf.Benchmark([run])]).dump(str(path))
+
+
+def test_plot_refuses_two_per_call_results_of_one_cpython_naming_both(tmp_path):
+    per_call_results(tmp_path / "a.json", "3.11.7 (64-bit) revision fa7a6f2303")
+    per_call_results(tmp_path / "b.json", "3.11.7 (64-bit) revision fa7a6f2303")
+    result = benchmark("--plot", "charts", "a.json", "b.json", cwd=tmp_path, env=without(tmp_path, "matplotlib"))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "python benchmark.py --plot: a.json and b.json are both from CPython 3.11.7; chart one of them\n"
+    )
+
+
+def test_plot_takes_per_call_results_of_two_cpythons(tmp_path):
+    per_call_results(tmp_path / "a.json", "3.11.7 (64-bit) revision fa7a6f2303")
+    per_call_results(tmp_path / "b.json", "3.12.1 (64-bit) revision 2305ca5144")
+    result = benchmark("--plot", "charts", "a.json", "b.json", cwd=tmp_path, env=without(tmp_path, "matplotlib"))
+    assert (result.returncode, result.stderr) == (1, PLOT_NEEDS_MATPLOTLIB + "\n")  # read both, then to chart
+
+
+@pytest.mark.parametrize(
+    "saved, what", [({"cpu": {}, "expected": {}}, "--rpc"), ({"instructions": {}}, "--rpc-instructions")]
+)
+def test_plot_refuses_two_per_rpc_results_of_a_kind_naming_both(tmp_path, saved, what):
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(saved))
+    result = benchmark("--plot", "charts", "a.json", "b.json", cwd=tmp_path, env=without(tmp_path, "matplotlib"))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert (
+        result.stderr == f"python benchmark.py --plot: a.json and b.json are both {what} results; chart one of them\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "mean, ci, verdict",
+    [
+        (5.0, 2.0, "saved"),
+        (-26.25, 24.74, "slower"),  # a control run's: its interval is all below zero
+        (1.0, 2.0, "noise"),
+        (-1.0, 2.0, "noise"),
+        (2.0, 2.0, "noise"),  # the interval reaches zero: it holds it
+        (-2.0, 2.0, "noise"),
+        (5.0, math.nan, "noise"),  # one round: no interval
+    ],
+)
+def test_an_rpc_saving_is_saved_slower_or_noise_by_where_its_interval_lies(mean, ci, verdict):
+    assert benchmarks_module("rpc").saving_verdict(mean, ci) == verdict
+
+
+def test_an_rpc_saving_whose_rounds_are_all_slower_is_called_slower():
+    *_, verdict = benchmarks_module("rpc").saving([10.0, 11.0, 12.0], [20.0, 22.0, 21.0])
+    assert verdict == "slower"
+
+
+def test_a_control_run_expects_no_saving_from_the_counts():
+    expected = {"aio unary": {"client": (1.5, 0.5), "server": (0.9, 0.0), "both": (2.0, 1.0)}}
+    rpc = benchmarks_module("rpc")
+    assert rpc.expected_differences(expected, control=True) == {"aio unary": {"client": 0, "server": 0, "both": 0}}
+    assert rpc.expected_differences(expected, control=False) == {"aio unary": {"client": 0.5, "server": 0, "both": 1}}
 
 
 def test_rpc_instructions_without_valgrind_says_so_in_one_line(tmp_path):
@@ -117,11 +245,7 @@ fn=(4) __pyx_f_cygrpc
 
 
 def test_the_callgrind_dumps_are_read_with_names_from_earlier_dumps_and_calls_not_counted_twice(tmp_path):
-    sys.path.insert(0, os.path.dirname(BENCHMARK))
-    try:
-        from benchmarks import rpc_instructions
-    finally:
-        sys.path.remove(os.path.dirname(BENCHMARK))
+    rpc_instructions = benchmarks_module("rpc_instructions")
     names = {"ob": {}, "fn": {}}
     (tmp_path / "a").write_text(FIRST_DUMP)
     (tmp_path / "b").write_text(SECOND_DUMP)

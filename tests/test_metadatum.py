@@ -171,7 +171,7 @@ def test_a_class_grpc_changed_stays_grpcs_with_one_warning(monkeypatch, change):
     fastcommon.unpatch()
     assert replaced == tuple(name for name in expected_patch() if name != "_Metadatum") and len(warned) == 1
     message = str(warned[0].message)
-    assert "grpc._cython.cygrpc._Metadatum (it is not the namedtuple fastcommon builds (it lacks: " in message
+    assert "_Metadatum in grpc._cython.cygrpc (it is not the namedtuple fastcommon builds (it lacks: " in message
     assert lacking in message.split("it lacks: ")[1]
     assert cygrpc._Metadatum is changed
 
@@ -182,7 +182,9 @@ def test_the_probes_alone_catch_a_class_that_builds_other_entries(monkeypatch):
     shouting.__new__ = lambda cls, key, value: tuple.__new__(cls, (key.upper(), value))
     monkeypatch.setattr(cygrpc, "_Metadatum", shouting)
     monkeypatch.setattr(_patching, "_metadatum_class_difference", lambda cls: None)  # trusted, as if unchanged
-    with pytest.warns(fastcommon.FastcommonWarning, match=r"cygrpc._Metadatum \(it differs on a probe: _Metadatum"):
+    with pytest.warns(
+        fastcommon.FastcommonWarning, match=r"_Metadatum in grpc._cython.cygrpc \(it differs on a probe: _Metadatum"
+    ):
         replaced = fastcommon.patch()
     fastcommon.unpatch()
     assert "_Metadatum" not in replaced and cygrpc._Metadatum is shouting

@@ -13,6 +13,8 @@ from conftest import NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
+from fastcommon import __main__ as command_line
+
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 PROJECT_DIR = os.path.dirname(TESTS_DIR)  # where the shared grpc_echo package is
 
@@ -146,7 +148,7 @@ def test_bad_usage_exits_2_with_a_short_message(tmp_path, args, message):
     result = fastcommon_run(*args, cwd=tmp_path)
     assert result.returncode == 2
     usage, error = result.stderr.splitlines()  # the subcommand's usage, then one line naming it
-    assert usage == "usage: python -m fastcommon run [-h] [--report] (file | -m MODULE | -c CODE | -) [args ...]"
+    assert usage == f"usage: {command_line.RUN_USAGE}"
     assert error.startswith("python -m fastcommon run: error: ") and message in error
 
 
@@ -240,7 +242,7 @@ def test_help_describes_and_gives_examples(tmp_path, command):
     assert "``" not in result.stdout and "\nexamples:\n" in result.stdout
     assert "  python -m fastcommon run -m mycompany.server --port 50051\n" in result.stdout
     if command:
-        assert result.stdout.startswith("usage: python -m fastcommon run [-h] [--report] (file | -m MODULE | -c CODE")
+        assert result.stdout.startswith(f"usage: {command_line.RUN_USAGE}")
 
 
 def test_a_closed_pipe_ends_the_status_quietly(tmp_path):

@@ -32,11 +32,18 @@ environment (multiprocessing workers, subprocess children), each when it imports
 fastcommon's options come first. Everything after the script, or after -m MODULE, is the
 program's, passed on verbatim: -h, --report, -m and -- included.
 
+With --report, each patched process prints what it saved as it ends (on exit, or on SIGTERM where the
+program leaves SIGTERM at its default); with --report-file PATH it also appends one JSON line to PATH.
+
 examples:
   python -m fastcommon run server.py --port 50051
   python -m fastcommon run -m mycompany.server --port 50051
   python -m fastcommon run --report -m pytest -q tests
+  python -m fastcommon run --report-file reports.jsonl -m mycompany.server
 """
+
+
+RUN_USAGE = "python -m fastcommon run [-h] [--report] [--report-file PATH] (file | -m MODULE | -c CODE | -) [args ...]"
 
 
 def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -50,10 +57,15 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="run a program with grpc patched in each of its processes",
         description=RUN_DESCRIPTION,
         formatter_class=formatter,
-        usage="python -m fastcommon run [-h] [--report] (file | -m MODULE | -c CODE | -) [args ...]",
+        usage=RUN_USAGE,
     )
     run_parser.add_argument(
-        "--report", action="store_true", help="each patched process prints its calls and the time saved as it exits"
+        "--report", action="store_true", help="each patched process prints its calls and the time saved as it ends"
+    )
+    run_parser.add_argument(
+        "--report-file",
+        metavar="PATH",
+        help="also append each process's report to PATH as a JSON line (implies --report)",
     )
     run_parser.add_argument("-m", metavar="MODULE", dest="module_help", help="run a module, as python -m does")
     run_parser.add_argument("-c", metavar="CODE", dest="code_help", help="run code, as python -c does")
@@ -62,11 +74,14 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 
 PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
+VALUE_OPTIONS = ("--report-file",)  # fastcommon's own options that take a value, as the next argument
 
 
 def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
     """fastcommon's own options, and the program as python takes it: [file, args...], [-m, module, args...], ..."""
     for i, arg in enumerate(argv):
+        if i > 0 and argv[i - 1] in VALUE_OPTIONS:
+            continue  # that option's value
         if arg == "--":
             return argv[:i], argv[i + 1 :]
         if arg in PROGRAM_OPTIONS or arg == "-":
@@ -81,14 +96,17 @@ def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
 def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
     """Run a program under plain python, with every Python process of it adopted."""
     options, program = split_program(argv)
-    report = run_parser.parse_args(options).report
+    parsed = run_parser.parse_args(options)
+    if parsed.report_file is not None and (problem := _adoption.report_file_problem(parsed.report_file)):
+        run_parser.error(f"argument --report-file: {parsed.report_file}: {problem}")
     if sys.flags.ignore_environment or sys.flags.no_site:
         run_parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
     if not program:
         run_parser.error("give a program to run: a file, -m MODULE, -c CODE or -")
     if program == ["-m"] or program == ["-c"]:
         run_parser.error(f"argument {program[0]}: expected one argument")
-    _adoption.launch(program, report=report)  # python runs it, or says why not, as it would without fastcommon
+    # python runs it, or says why not, as it would without fastcommon
+    _adoption.launch(program, report=parsed.report, report_file=parsed.report_file)
 
 
 def show_status() -> None:
@@ -107,7 +125,8 @@ def show_status() -> None:
         return
     print(f"grpcio: {_patching.grpcio_version()} (fastcommon's suite ran against {', '.join(_patching.TESTED_GRPCIO)})")
     verdicts = _patching.assess(modules)
-    width = max(len(f"{_patching.HOMES[name]}.{name}") for name in _patching.NAMES)
+    width = max(map(len, _patching.NAMES))
+    home_width = max(map(len, _patching.HOMES.values()))
     for name in _patching.NAMES:
         own = _patching.grpc_own(name, modules)  # a function or a method has a fingerprint; a class, none
         found = _patching.fingerprint(getattr(own, "__func__", own)) if name in _patching.KNOWN_FINGERPRINTS else None
@@ -119,7 +138,8 @@ def show_status() -> None:
             verdict = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
         else:
             verdict = "patch() replaces it"
-        print(f"{_patching.HOMES[name] + '.' + name:<{width}}  fingerprint {found or '-':<8}  {verdict}")
+        home = _patching.HOMES[name]
+        print(f"{name:<{width}}  in {home:<{home_width}}  fingerprint {found or '-':<8}  {verdict}")
 
 
 def check() -> int:
@@ -130,7 +150,7 @@ def check() -> int:
         print(f"fastcommon check: {exc}")
         return 1
     problems = [
-        f"{_patching.HOMES[name]}.{name} stays grpc's: {reason}"
+        f"{name} (in {_patching.HOMES[name]}) stays grpc's: {reason}"
         for name, reason in verdicts.items()
         if reason is not None and not _patching.not_offered(name)
     ]

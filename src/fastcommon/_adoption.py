@@ -8,19 +8,25 @@ Python); fork children inherit the parent's state. The bootstrap calls ``grpc_im
 process has imported grpc: only then is fastcommon imported and grpc patched.
 
 With ``--report`` (FASTCOMMON_REPORT=1) what is put into grpc counts its calls, and each patched
-process prints one block on stderr as it exits. Without it nothing counts. The compiled module
-counts in C (its counted twins: no Python frame between grpc and fastcommon, a few instructions
-more per call); pure Python, which buys nothing to report, counts with a closure.
+process prints one block on stderr as it exits; with ``--report-file PATH`` (FASTCOMMON_REPORT_FILE=PATH)
+it also appends one JSON object, one line, to PATH. A process that SIGTERM would end at its default
+disposition reports first, then ends by SIGTERM as it would have. Without either nothing counts. The
+compiled module counts in C (a counter in front of the same code: no Python frame between grpc and
+fastcommon, a few instructions more per call); pure Python, which buys nothing to report, counts with a
+closure.
 """
 
 from __future__ import annotations
 
 import atexit
 import itertools
+import json
 import os
+import platform
 import signal
 import subprocess
 import sys
+import threading
 import time
 import timeit
 import warnings
@@ -33,25 +39,40 @@ from fastcommon._implementation import IMPLEMENTATION, FastcommonWarning, chosen
 # Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
 REPLACE_PROCESS = sys.platform != "win32"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
-REPORT_VARIABLE = "FASTCOMMON_REPORT"
+REPORT_VARIABLE = "FASTCOMMON_REPORT"  # "1": each adopted process reports on stderr as it ends
+REPORT_FILE_VARIABLE = "FASTCOMMON_REPORT_FILE"  # a path: each also appends its report there, as a JSON line
 
 
-def environment(report: bool) -> dict[str, str]:
+def environment(report: bool, report_file: str | None = None) -> dict[str, str]:
     """The environment a program runs in under `python -m fastcommon run`."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
-    if report:
+    environ.pop(REPORT_VARIABLE, None)
+    environ.pop(REPORT_FILE_VARIABLE, None)
+    if report or report_file:
         environ[REPORT_VARIABLE] = "1"
-    else:
-        environ.pop(REPORT_VARIABLE, None)
+    if report_file:
+        environ[REPORT_FILE_VARIABLE] = os.path.abspath(report_file)  # the program and its children may chdir
     return environ
 
 
-def launch(program: list[str], report: bool) -> NoReturn:
+def report_file_problem(path: str) -> str | None:
+    """Why reports cannot be appended to ``path`` (a directory, a folder that is missing, no permission), or None.
+    Opening it for appending creates it, empty, where it does not exist yet."""
+    if os.path.isdir(path):
+        return "is a directory"
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def launch(program: list[str], report: bool, report_file: str | None = None) -> NoReturn:
     """Run ``python [interpreter options] <program>`` in place of this process, adopted."""
     # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
     command = [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
-    environ = environment(report)
+    environ = environment(report, report_file)
     if REPLACE_PROCESS:
         os.execve(sys.executable, command, environ)
     # The program as a child, its status passed on. Ctrl+C reaches the whole console, the child
@@ -63,7 +84,7 @@ def launch(program: list[str], report: bool) -> NoReturn:
 def grpc_imported() -> None:
     """Called by the bootstrap once this process has imported grpc: patch it, with counting under --report."""
     try:
-        if os.environ.get(REPORT_VARIABLE, "") not in ("", "0"):
+        if os.environ.get(REPORT_VARIABLE, "") not in ("", "0") or os.environ.get(REPORT_FILE_VARIABLE):
             _REPORT.start()
         else:
             _patching.patch()
@@ -105,6 +126,12 @@ def _taken(function: Callable[..., Any]) -> Callable[..., Any]:
     return lambda m: tuple(function(m))
 
 
+def _fastcommon_version() -> str:
+    from fastcommon import __version__  # the package's, once it is imported: this module is imported by it too
+
+    return __version__
+
+
 def _calls_so_far(counter: itertools.count[int]) -> int:
     return int(repr(counter)[len("count(") : -1])
 
@@ -118,6 +145,8 @@ class Report:
         self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours)
         self.baseline: dict[str, int] = {}
         self.printed = False
+        self.to_stderr = False  # where it reports, as the environment said when it started
+        self.path: str | None = None
 
     def counting(self, owns: dict[str, Any]) -> dict[str, Any]:
         """What replaces grpc's own, counted: made to count by the compiled module, or wrapped in pure Python."""
@@ -139,6 +168,8 @@ class Report:
         return counted
 
     def start(self) -> None:
+        self.to_stderr = os.environ.get(REPORT_VARIABLE, "") not in ("", "0")
+        self.path = os.environ.get(REPORT_FILE_VARIABLE) or None
         replaced = _patching.install(self.counting)
         if not replaced:
             return
@@ -148,6 +179,23 @@ class Report:
         if hasattr(os, "register_at_fork"):  # not on Windows
             os.register_at_fork(after_in_child=self.forked)
         self.print_from_multiprocessing_children()
+        self.report_before_sigterm()
+
+    def report_before_sigterm(self) -> None:
+        """Where SIGTERM would end this process at its default disposition (no handler: atexit does not run then),
+        report first, then end by it: docker stop, Kubernetes and systemd stop servers so. A program's own handler,
+        or one it installs later, is left alone; the report is written when it exits, as always."""
+        if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
+            return  # a signal's handler is the main thread's to set
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, self.on_sigterm)
+
+    def on_sigterm(self, signum: int, frame: Any) -> None:
+        """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status."""
+        self.print(ended_by="SIGTERM")
+        if signal.getsignal(signal.SIGTERM) == self.on_sigterm:  # not when a handler of the program's called this
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def calls_so_far(self) -> dict[str, int]:
         if self.counters:
@@ -172,27 +220,52 @@ class Report:
     def calls(self) -> dict[str, int]:
         return {name: count - self.baseline.get(name, 0) for name, count in self.calls_so_far().items()}
 
-    def print(self) -> None:
+    def print(self, ended_by: str = "exit") -> None:
+        """This process's report, once: its block on stderr, and its JSON line in the report file, if one is set."""
         if self.printed:
             return
         self.printed = True
-        sys.stderr.write(self.text(self.calls(), time.process_time()))
-        sys.stderr.flush()
+        summary = self.summary(self.calls(), time.process_time(), ended_by)
+        if self.to_stderr:
+            sys.stderr.write(self.text(summary))
+            sys.stderr.flush()
+        if self.path:
+            append_line(self.path, json.dumps(summary, separators=(",", ":")) + "\n")
 
-    def text(self, calls: dict[str, int], cpu_seconds: float) -> str:
-        """The block printed at exit: calls, the time they saved, and its share of the process's CPU time."""
+    def summary(self, calls: dict[str, int], cpu_seconds: float, ended_by: str = "exit") -> dict[str, Any]:
+        """What the report says, for machines (the JSON line) and for people (text() reads it)."""
         saving_ns = {name: self.per_call_saving_ns(name) for name, count in calls.items() if count}
-        saved = sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9
+        return {
+            "pid": os.getpid(),
+            "fastcommon": _fastcommon_version(),
+            "implementation": IMPLEMENTATION,
+            "python": platform.python_version(),
+            "grpcio": _patching.grpcio_version(),
+            "patched": list(calls),
+            "left_to_grpc": [name for name in _patching.NAMES if name not in calls],
+            "calls": calls,
+            "saved_ns_per_call": {name: round(ns, 1) for name, ns in saving_ns.items()},
+            "saved_seconds": sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9,
+            "cpu_seconds": cpu_seconds,
+            "ended_by": ended_by,
+        }
+
+    @staticmethod
+    def text(summary: dict[str, Any]) -> str:
+        """The block printed on stderr: what is patched, the calls, the time they saved and its share of the CPU."""
+        calls, cpu_seconds, saved = summary["calls"], summary["cpu_seconds"], summary["saved_seconds"]
         share = f"{saved / cpu_seconds:.3%}" if cpu_seconds > 0 else "n/a"
-        left = [name for name in _patching.NAMES if name not in calls]
-        patched = listed(list(calls)) + (f"; left to grpc: {listed(left)}" if left else "")
-        # A method nobody called is one name among the uncalled; the four functions and _Metadatum always count.
+        left = summary["left_to_grpc"]
+        patched = ", ".join(calls) + (f"; left to grpc: {', '.join(left)}" if left else "")
+        # A method nobody called is listed among the uncalled; the four functions and _Metadatum always count.
         uncalled = [name for name, count in calls.items() if not count and "." in name]
         counted = ", ".join(f"{name} {count:,}" for name, count in calls.items() if name not in uncalled)
-        counted += f"; not called: {listed(uncalled)}" if uncalled else ""
-        per_call = ", ".join(f"{name} {ns:.0f} ns" for name, ns in saving_ns.items()) or "-"
+        counted += f"; not called: {', '.join(uncalled)}" if uncalled else ""
+        per_call = ", ".join(f"{name} {ns:.0f} ns" for name, ns in summary["saved_ns_per_call"].items()) or "-"
+        ended = " (ended by SIGTERM)" if summary["ended_by"] == "SIGTERM" else ""
         return (
-            f"fastcommon --report, process {os.getpid()} ({IMPLEMENTATION}): grpc patched ({patched})\n"
+            f"fastcommon --report, process {summary['pid']} ({summary['implementation']}, grpcio {summary['grpcio']})"
+            f"{ended}: grpc patched ({patched})\n"
             f"  calls: {counted}\n"
             f"  saved: {saved * 1e3:.3f} ms = {share} of this process's {cpu_seconds:.3f} s CPU"
             f" (per call, timed at exit: {per_call})\n"
@@ -213,18 +286,20 @@ class Report:
         return saving - ns_per_call(ours, arguments(cls, cls(_patching.USER_AGENT)), 2000)
 
 
-def listed(names: list[str]) -> str:
-    """Names as the report lists them: all of a class's methods fastcommon replaces, as one entry."""
-    entries: list[str] = []
-    for name in names:
-        owner, dot, _ = name.partition(".")
-        methods = [other for other in _patching.NAMES if other.startswith(owner + ".")]
-        if dot and len(methods) > 1 and set(methods) <= set(names):
-            entry = f"{owner}'s {len(methods)} methods"
-            entries += [] if entry in entries else [entry]
-        else:
-            entries.append(name)
-    return ", ".join(entries)
+def append_line(path: str, line: str) -> None:
+    """Append one line to ``path`` in one write on a file opened for appending: processes that end at once never
+    interleave their lines. A failure is one warning on stderr, never an exception at exit."""
+    data = line.encode()
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = os.write(descriptor, data)
+        finally:
+            os.close(descriptor)
+        if written != len(data):
+            raise OSError(f"{written} of {len(data)} bytes written")
+    except OSError as exc:
+        sys.stderr.write(f"fastcommon --report-file: could not append this process's report to {path}: {exc}\n")
 
 
 def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int, repeat: int = 5) -> float:

@@ -582,7 +582,7 @@ def install(make: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[str, ...]
             _installed[name] = (owns[name], made[name])
             setattr(*place(name, modules), made[name])
     refused = [
-        f"{HOMES[name]}.{name} ({why})" for name, why in verdicts.items() if why and not not_offered(name, modules)
+        f"{name} in {HOMES[name]} ({why})" for name, why in verdicts.items() if why and not not_offered(name, modules)
     ]
     if refused:
         warnings.warn(
