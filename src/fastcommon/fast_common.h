@@ -621,7 +621,9 @@ fastcommon_iterator_step(fastcommon_iterator *self)
             }
             fastcommon_set_field(&self->items, NULL);
         }
+        FASTCOMMON_LOCK(self->ordered); /* CPython's OrderedDict does not lock itself (3.13t): its writers here do */
         key = PyIter_Next(self->keys);
+        FASTCOMMON_UNLOCK();
         if (key == NULL) {
             return NULL;
         }

@@ -388,10 +388,13 @@ cdef object _make_setitem(object own, _Methods methods, Py_ssize_t counter):
         if type(self) is not methods.cls:
             return own(self, key, value)
         if key not in self:
-            getattr(self, _METADATA)[key] = [value]
+            values = [value]
         else:
             current_values = fastcommon_call_method1(self, _GET_ALL, key)
-            getattr(self, _METADATA)[key] = [value, *current_values[1:]]
+            values = [value, *current_values[1:]]
+        metadata = getattr(self, _METADATA)
+        with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+            metadata[key] = values
 
     return __setitem__
 
