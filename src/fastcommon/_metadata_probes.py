@@ -138,7 +138,8 @@ def _subclass_adding_upper(cls: Any) -> Any:
 
 class Hashing(str):
     """A key whose hash runs code (``action``) each time it is hashed, until disarmed: Python code in the middle of
-    a method, and none after (a key hashed to be compared or printed does nothing)."""
+    a method, and none after (a key hashed to be compared or printed does nothing). The actions never raise: a
+    hash that raises inside OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's own code alone."""
 
     action: Callable[[], Any] | None
 
@@ -180,6 +181,10 @@ def _hostile_init(cls: Any, action: Callable[[list[Any]], Any], maker: str = "")
     later = ["k", "v"]
     make = getattr(cls, maker) if maker else lambda pairs: cls(*pairs)
     return _with_hashing(lambda key: make(((key, "x"), later)), lambda: action(later))
+
+
+def _shorten(pair: list[Any]) -> None:
+    del pair[1:]
 
 
 def _again_hashing(cls: Any, action: Callable[[Any], Any]) -> Any:
@@ -231,11 +236,11 @@ SCENARIOS: list[Scenario] = [
     ("Metadata(a pair iterating its own way)", lambda cls: cls(OwnIteration(("k", "v")))),
     ("Metadata(a list subclass pair)", lambda cls: cls(type("Pair", (list,), {})(["k", "v"]))),
     ("a key's hash empties a later pair", lambda cls: _hostile_init(cls, list.clear)),
-    ("a key's hash shortens a later pair", lambda cls: _hostile_init(cls, lambda later: later.pop())),
+    ("a key's hash shortens a later pair", lambda cls: _hostile_init(cls, _shorten)),
     ("a key's hash lengthens a later pair", lambda cls: _hostile_init(cls, lambda later: later.append("x"))),
     ("a key's hash replaces a later pair's key", lambda cls: _hostile_init(cls, lambda later: later.insert(0, "z"))),
     ("a key's hash replaces _metadata", lambda cls: _again_hashing(cls, _replace_metadata(collections.OrderedDict()))),
-    ("a key's hash deletes _metadata", lambda cls: _again_hashing(cls, _delete_metadata)),
+    ("a key's hash deletes _metadata", lambda cls: _again_hashing(cls, lambda m: vars(m).pop("_metadata", None))),
     ("a key's hash rebinds add", _add_rebound_midway),
     ("an instance's own add", lambda cls: _own_add(cls())),
     ("from_tuple, a key's hash empties a later pair",
