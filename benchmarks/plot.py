@@ -88,7 +88,7 @@ def per_call_chart(results, directory, image_format):
 def per_rpc_chart(results, directory, image_format):
     """Write both pictures of an RPC, side by side where both are given; return what it wrote.
 
-    ``results``: "instructions", {(flavour, headers, process, mode): {object: per RPC}} from
+    ``results``: "instructions", {(flavour, headers, process, mode, run): {object: per RPC}} from
     --rpc-instructions, and "cpu", {"kind | process": (saved us, its 95% CI, verdict)} and "expected",
     {"kind | process": (cost us, saving us)} from --rpc.
     """
@@ -107,20 +107,27 @@ def per_rpc_chart(results, directory, image_format):
 
 
 def _instructions_panel(axis, results):
+    from benchmarks.rpc_instructions import python_side, saving  # not at the top: that module imports this one
+
     counted = results["instructions"]
     rows = sorted({key[:3] for key in counted}, key=lambda key: (key[0] != "sync", key[1], key[2] != "server"))
     for row, key in enumerate(rows):
-        stock, patched = (sum(counted[(*key, mode)].values()) / 1000 for mode in ("stock", "patched"))
-        axis.barh(row - 0.2, stock, 0.4, color="#b0b0b0", label="grpc stock" if row == 0 else None)
-        axis.barh(row + 0.2, patched, 0.4, color="#1f77b4", label="patched by fastcommon" if row == 0 else None)
-        axis.text(patched, row + 0.2, f" {stock - patched:,.1f}k saved ({(stock - patched) / stock:.1%})",
+        stock, patched = (
+            [python_side(costs) / 1000 for run, costs in counted.items() if run[:4] == (*key, mode)]
+            for mode in ("stock", "patched")
+        )
+        saved, share, low, high = saving(stock, patched)
+        mean_stock, mean_patched = sum(stock) / len(stock), sum(patched) / len(patched)
+        axis.barh(row - 0.2, mean_stock, 0.4, color="#b0b0b0", label="grpc stock" if row == 0 else None)
+        axis.barh(row + 0.2, mean_patched, 0.4, color="#1f77b4", label="patched by fastcommon" if row == 0 else None)
+        axis.text(mean_patched, row + 0.2, f" {saved:,.1f}k saved ({share:.1%}; {low:.1%} to {high:.1%})",
                   va="center", fontsize=8)  # fmt: skip
     axis.set_yticks(
         range(len(rows)), [f"{flavour}, {headers} headers: {process}" for flavour, headers, process in rows]
     )
     axis.invert_yaxis()
-    axis.set_xlim(0, axis.get_xlim()[1] * 1.25)  # room for the labels right of each bar
-    axis.set_xlabel("thousands of instructions per RPC (callgrind)")
+    axis.set_xlim(0, axis.get_xlim()[1] * 1.35)  # room for the labels right of each bar
+    axis.set_xlabel("thousands of instructions per RPC, Python side (callgrind; the means of the runs)")
     axis.set_title("python benchmark.py --rpc-instructions")
 
 

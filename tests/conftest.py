@@ -104,6 +104,11 @@ def expected_patch():
     return FUNCTIONS + (() if abi3_build() else ("_Metadatum",)) + tuple(GRPC_METADATA_OWNS)
 
 
+def holder_of(build):
+    """The MetadatumConstructor behind what grpc calls: the builtin method's __self__ (3.11+), or itself (3.10)."""
+    return getattr(build, "__self__", build)
+
+
 def pytest_report_header():
     import fastcommon
 

@@ -253,3 +253,103 @@ def test_the_callgrind_dumps_are_read_with_names_from_earlier_dumps_and_calls_no
     second = rpc_instructions.self_costs(str(tmp_path / "b"), "python3.11", names)
     assert dict(first) == {"interpreter loop": 100, "rest of libpython": 7}
     assert dict(second) == {"interpreter loop": 300, "libc": 90, "grpc's extension": 15}
+
+
+@pytest.mark.parametrize(
+    "obj, function, expected",
+    [
+        ("/usr/lib/libpython3.11.so.1.0", "_PyEval_EvalFrameDefault'2", "interpreter loop"),
+        ("/usr/bin/python3.11", "main", "rest of libpython"),
+        ("/site/grpc/_cython/cygrpc.cpython-311-x86_64-linux-gnu.so", "0x0000000000795d80", "grpc's extension"),
+        ("/src/fastcommon/fast_common.cpython-311-x86_64-linux-gnu.so", "__pyx_f_encode", "fastcommon"),
+        ("/lib-dynload/_asyncio.cpython-311-x86_64-linux-gnu.so", "task_step_impl", "Python's other modules"),
+        ("/site/google/_upb/_message.abi3.so", "_upb_Decoder_DecodeMessage", "Python's other modules"),
+        ("/lib/x86_64-linux-gnu/libc.so.6", "_int_malloc", "libc"),
+        ("/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "__tls_get_addr", "the rest"),
+        ("/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", "operator new(unsigned long)", "the rest"),
+    ],
+)
+def test_each_object_is_counted_on_the_python_side_or_not(obj, function, expected):
+    rpc_instructions = benchmarks_module("rpc_instructions")
+    assert rpc_instructions.category(obj, function, "python3.11") == expected
+
+
+def test_the_headline_counts_the_python_side_only():
+    rpc_instructions = benchmarks_module("rpc_instructions")
+    python = ("interpreter loop", "rest of libpython", "fastcommon", "Python's other modules")
+    assert python == rpc_instructions.PYTHON_SIDE
+    assert (*python, "grpc's extension", "libc", "the rest") == rpc_instructions.OBJECTS
+
+
+def segment_dump(libpython, cygrpc, libc):
+    """One dump of a process: later dumps name their objects and functions by the numbers of the first."""
+    return f"events: Ir\nob=(1)\nfn=(1)\n1 {libpython}\nob=(2)\nfn=(2)\n1 {cygrpc}\nob=(3)\nfn=(3)\n1 {libc}\n"
+
+
+def test_an_rpcs_cost_is_the_2n_segment_less_the_n_segment_over_n_for_each_header_count(tmp_path):
+    rpc_instructions = benchmarks_module("rpc_instructions")
+    first = (
+        "events: Ir\nob=(1) /usr/lib/libpython3.11.so.1.0\nfn=(1) PyDict_GetItem\n1 5000\n"
+        "ob=(2) /site/grpc/_cython/cygrpc.cpython-311-x86_64-linux-gnu.so\nfn=(2) 0x0000000000795d80\n1 7000\n"
+        "ob=(3) /lib/x86_64-linux-gnu/libc.so.6\nfn=(3) malloc\n1 9\n"
+    )
+    dumps = [
+        first,  # start-up and warm-up, then for no headers: N RPCs, 2N RPCs (N = 2)
+        segment_dump(1000, 400, 30),
+        segment_dump(1900, 1300, 50),
+        segment_dump(0, 0, 0),  # the warm-up with ten headers
+        segment_dump(1200, 500, 30),
+        segment_dump(2300, 900, 40),
+        segment_dump(77, 77, 77),  # at exit: not counted
+    ]
+    for number, text in enumerate(dumps, start=1):
+        (tmp_path / f"client.{number}").write_text(text)
+    costs = rpc_instructions.per_rpc(str(tmp_path / "client"), 2, "python3.11")
+    assert {headers: {name: cost for name, cost in by_name.items() if cost} for headers, by_name in costs.items()} == {
+        0: {"rest of libpython": 450, "grpc's extension": 450, "libc": 10},
+        10: {"rest of libpython": 550, "grpc's extension": 200, "libc": 5},
+    }
+    assert rpc_instructions.python_side(costs[0]) == 450
+    (tmp_path / "client.7").unlink()
+    (tmp_path / "client.6").unlink()
+    with pytest.raises(RuntimeError, match="5 callgrind dumps, not 6"):
+        rpc_instructions.per_rpc(str(tmp_path / "client"), 2, "python3.11")
+
+
+def runs(rpc_instructions, stock_grpc, patched_grpc):
+    """Results of two runs of each mode for every row: the Python side the same in both, grpc's extension not."""
+    results = {}
+    for row in rpc_instructions.ROWS:
+        for run, (stock, patched) in enumerate(zip(stock_grpc, patched_grpc, strict=True), start=1):
+            python = {"interpreter loop": 100, "rest of libpython": 300, "fastcommon": 0, "Python's other modules": 0}
+            results[(*row, "stock", run)] = {**python, "grpc's extension": stock, "libc": 20, "the rest": 0}
+            python = {**python, "rest of libpython": 280, "fastcommon": 4}
+            results[(*row, "patched", run)] = {**python, "grpc's extension": patched, "libc": 20, "the rest": 0}
+    return results
+
+
+def table_row(table, row):
+    """The cells after a row's name in a table, split at spaces."""
+    [cells] = [line.split()[5:] for line in table.splitlines() if line.split()[:5] == row.split()]
+    return cells
+
+
+def test_the_headline_saving_counts_the_python_side_and_the_whole_process_shows_its_spread():
+    rpc_instructions = benchmarks_module("rpc_instructions")
+    results = runs(rpc_instructions, stock_grpc=(100, 140), patched_grpc=(60, 100))  # grpc's threads spun more or less
+    text = rpc_instructions.report(results, 600)
+    headline, whole = text.split("\n\n")[1:3]
+    assert table_row(headline, "sync unary, 0 headers server") == ["400", "384", "16", "(4.0%)", "4.0%", "to", "4.0%",
+                                                                   "+0.00%"]  # fmt: skip
+    # the whole process: 520 and 560 stock, 464 and 504 patched; their means 540 and 484
+    assert table_row(whole, "aio unary, 10 headers client") == ["540", "484", "56", "(10.4%)", "3.1%", "to", "17.1%",
+                                                                "+7.69%"]  # fmt: skip
+
+
+def test_a_saving_is_that_of_the_means_with_the_range_of_every_stock_run_against_every_patched_one():
+    rpc_instructions = benchmarks_module("rpc_instructions")
+    saved, share, low, high = rpc_instructions.saving([100.0, 110.0], [90.0, 96.0])
+    assert (saved, share) == (12.0, 12.0 / 105.0)
+    assert (low, high) == pytest.approx((0.04, 20.0 / 110.0))  # 96 against 100; 90 against 110
+    assert rpc_instructions.control([100.0, 99.0, 103.0]) == pytest.approx(0.03)  # the largest, with its sign
+    assert rpc_instructions.control([100.0, 97.0, 102.0]) == pytest.approx(-0.03)

@@ -12,7 +12,15 @@ from conftest import NEEDS_GRPCIO
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 from changed_grpc import MADE_UP_CHANGES, decode_with_an_unprobed_branch, zero_copy_deserialize
-from conftest import FUNCTIONS, GRPC_METADATA_OWNS, GRPC_METADATUM, GRPC_ORACLE, METADATA_METHODS, expected_patch
+from conftest import (
+    FUNCTIONS,
+    GRPC_METADATA_OWNS,
+    GRPC_METADATUM,
+    GRPC_ORACLE,
+    METADATA_METHODS,
+    expected_patch,
+    holder_of,
+)
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 from helpers import captured_grpc_records
@@ -59,8 +67,8 @@ def test_patch_replaces_and_unpatch_restores_the_exact_originals():
     for name in NAMES:
         assert getattr(grpc_common, name) is getattr(fastcommon, name)
     if "_Metadatum" in PATCHED:  # not in a Limited API (abi3) build
-        assert type(cygrpc._Metadatum.__self__) is fastcommon.fast_common.MetadatumConstructor
-        assert cygrpc._Metadatum.__self__.cls is GRPC_METADATUM
+        assert type(holder_of(cygrpc._Metadatum)) is fastcommon.fast_common.MetadatumConstructor
+        assert holder_of(cygrpc._Metadatum).cls is GRPC_METADATUM
     assert fastcommon.patch() == ()  # a second call changes nothing
     assert fastcommon.unpatch() == PATCHED
     assert_stock()

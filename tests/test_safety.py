@@ -226,6 +226,7 @@ from inputs import METHOD, serialize_raises_exception
 logging.getLogger("grpc._common").disabled = True  # the failing serializer's path, without 100,000 records
 fastcommon.patch()
 constructor = cygrpc._Metadatum
+holder = getattr(constructor, "__self__", constructor)  # the builtin method's MetadatumConstructor (3.10: itself)
 from grpc.aio import Metadata
 from grpc.aio._channel import _BaseMultiCallable
 
@@ -261,7 +262,7 @@ calls = {
     "calls": (fast_common.calls, ()),
     "patch()'s constructor(k, v)": (constructor, ("user-agent", "grpc-python")),
     "patch()'s constructor, any other call": (constructor, ("k",)),
-    "MetadatumConstructor(cls)": (fast_common.MetadatumConstructor, (constructor.__self__.cls,)),
+    "MetadatumConstructor(cls)": (fast_common.MetadatumConstructor, (holder.cls,)),
     "MetadatumConstructor(refused)": (fast_common.MetadatumConstructor, (len,)),
     "grpc.aio Metadata: a call's path, reads, sets, iteration while adding": (metadata_methods, ()),
     "grpc.aio Metadata, off the fast path": (Metadata, ((1, "v"), ["k", "v"], ("k", None))),

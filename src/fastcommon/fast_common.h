@@ -526,6 +526,25 @@ typedef struct {
 static PyObject *fastcommon_metadata_name;      /* "_metadata", interned */
 static PyObject *fastcommon_ordered_dict_class; /* collections.OrderedDict */
 
+/* collections.OrderedDict(), made as calling it makes one: its __new__; its __init__ does nothing without
+   arguments (what type.__call__ adds is only for a class that is not the type itself). */
+static PyObject *
+fastcommon_new_ordered_dict(void)
+{
+#if defined(Py_LIMITED_API)
+    return PyObject_CallNoArgs(fastcommon_ordered_dict_class);
+#else
+    PyObject *no_args, *made;
+    if (fastcommon_ordered_dict_class != (PyObject *)&PyODict_Type) { /* not CPython's C OrderedDict */
+        return PyObject_CallNoArgs(fastcommon_ordered_dict_class);
+    }
+    no_args = PyTuple_New(0);
+    made = no_args == NULL ? NULL : PyODict_Type.tp_new(&PyODict_Type, no_args, NULL);
+    Py_XDECREF(no_args);
+    return made;
+#endif
+}
+
 /* (key, value), taking the reference to value. */
 static PyObject *
 fastcommon_pair_of(PyObject *key, PyObject *value)
@@ -725,12 +744,27 @@ fastcommon_iterator_clear(PyObject *op)
     return 0;
 }
 
+/* One iterator's memory kept for the next (an aio call makes one a call): where a GIL makes it one thread's. */
+#if !defined(Py_GIL_DISABLED) && !defined(Py_LIMITED_API)
+static PyObject *fastcommon_spare_iterator;
+#define FASTCOMMON_SPARE_ITERATOR 1
+#else
+#define FASTCOMMON_SPARE_ITERATOR 0
+#endif
+
 static void
 fastcommon_iterator_dealloc(PyObject *op)
 {
     PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     (void)fastcommon_iterator_clear(op);
+#if FASTCOMMON_SPARE_ITERATOR
+    if (fastcommon_spare_iterator == NULL) { /* PyObject_Init takes the type's reference again when it is reused */
+        fastcommon_spare_iterator = op;
+        Py_DECREF(type);
+        return;
+    }
+#endif
     ((freefunc)PyType_GetSlot(type, Py_tp_free))(op);
     Py_DECREF(type);
 }
@@ -774,8 +808,21 @@ static PyObject *
 fastcommon_iterator_new(PyObject *metadata, PyObject *own)
 {
     PyTypeObject *type = (PyTypeObject *)fastcommon_iterator_class;
-    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
-    fastcommon_iterator *self = (fastcommon_iterator *)alloc(type, 0); /* zeroed, and tracked */
+    fastcommon_iterator *self;
+#if FASTCOMMON_SPARE_ITERATOR
+    if (fastcommon_spare_iterator != NULL) { /* cleared by its dealloc, untracked: as new once initialized */
+        self = (fastcommon_iterator *)fastcommon_spare_iterator;
+        fastcommon_spare_iterator = NULL;
+        PyObject_Init((PyObject *)self, type);
+        self->index = self->position = 0;
+        self->started = self->finished = self->running = 0;
+        self->metadata = Py_NewRef(metadata);
+        self->own = Py_NewRef(own);
+        PyObject_GC_Track(self);
+        return (PyObject *)self;
+    }
+#endif
+    self = (fastcommon_iterator *)((allocfunc)PyType_GetSlot(type, Py_tp_alloc))(type, 0); /* zeroed, tracked */
     if (self != NULL) {
         self->metadata = Py_NewRef(metadata);
         self->own = Py_NewRef(own);
@@ -820,6 +867,7 @@ fastcommon_constructor_type(void)
    another. */
 typedef struct {
     PyObject_HEAD
+    vectorcallfunc vectorcall; /* before 3.11, which specializes no call: the object itself is what grpc calls */
     PyObject *cls;      /* a tuple subclass with exactly a tuple's layout; never NULL, never replaced */
     Py_ssize_t counter; /* where it counts its calls for `run --report`, or -1 */
 } fastcommon_constructor;
@@ -906,6 +954,15 @@ fastcommon_build_counted_entry(PyObject *self, PyObject *const *args, Py_ssize_t
     return fastcommon_build_entry(self, args, nargs, kwnames);
 }
 
+/* The object itself, called (through vectorcall): what grpc calls before CPython 3.11, where calling a builtin
+   method costs a recursion check that calling an object with vectorcall does not. */
+static PyObject *
+fastcommon_constructor_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    fastcommon_count(((fastcommon_constructor *)self)->counter);
+    return fastcommon_build_entry(self, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
 #define FASTCOMMON_BUILD_DOC "_Metadatum(key, value)\n--\n\nThe metadata entry cls(key, value), built in place; any " \
     "other call is cls's own."
 static PyMethodDef fastcommon_build_def = {
@@ -942,6 +999,7 @@ fastcommon_constructor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (self == NULL) {
         return NULL;
     }
+    self->vectorcall = fastcommon_constructor_vectorcall;
     self->cls = Py_NewRef(cls);
     self->counter = counter;
     return (PyObject *)self;
@@ -976,19 +1034,25 @@ fastcommon_constructor_repr(PyObject *self)
                                 constructor->counter >= 0 ? ", counted" : "");
 }
 
-/* What grpc calls: a builtin method bound to this object (a new one each time it is asked for). */
+/* What grpc calls: a builtin method bound to this object (a new one each time it is asked for), which CPython
+   3.11+ and Cython call without a hop between; before 3.11, the object itself. */
 static PyObject *
 fastcommon_constructor_get_build(PyObject *self, void *closure)
 {
-    int counted = ((fastcommon_constructor *)self)->counter >= 0;
     (void)closure;
+#if PY_VERSION_HEX < 0x030B0000
+    return Py_NewRef(self);
+#else
+    int counted = ((fastcommon_constructor *)self)->counter >= 0;
     return PyCFunction_NewEx(counted ? &fastcommon_build_counted_def : &fastcommon_build_def, self, NULL);
+#endif
 }
 
 static PyMemberDef fastcommon_constructor_members[] = {
     {"cls", T_OBJECT_EX, offsetof(fastcommon_constructor, cls), READONLY, "the class whose entries it builds"},
     {"counter", T_PYSSIZET, offsetof(fastcommon_constructor, counter), READONLY,
      "where it counts its calls (a position in COUNTED), or -1"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(fastcommon_constructor, vectorcall), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1005,6 +1069,7 @@ static PyType_Slot fastcommon_constructor_slots[] = {
     {Py_tp_dealloc, (void *)fastcommon_constructor_dealloc},
     {Py_tp_traverse, (void *)fastcommon_constructor_traverse},
     {Py_tp_repr, (void *)fastcommon_constructor_repr},
+    {Py_tp_call, (void *)PyVectorcall_Call},
     {Py_tp_members, (void *)fastcommon_constructor_members},
     {Py_tp_getset, (void *)fastcommon_constructor_getset},
     {0, NULL},
@@ -1014,7 +1079,7 @@ static PyType_Spec fastcommon_constructor_spec = {
     "fastcommon.fast_common.MetadatumConstructor",
     sizeof(fastcommon_constructor),
     0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
     fastcommon_constructor_slots,
 };
 

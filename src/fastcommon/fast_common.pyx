@@ -44,6 +44,7 @@ cdef extern from "fast_common.h":
     object fastcommon_constructor_type()
     object fastcommon_iterator_type(object)
     object fastcommon_iterator_new(object, object)
+    object fastcommon_new_ordered_dict()
 
 cdef object _LOGGER = logging.getLogger("grpc._common")
 
@@ -213,7 +214,7 @@ cdef bint _initialize(object self, tuple pairs, _Methods methods, bint fresh) ex
         return False
     if fastcommon_get(methods.namespace, _ORDERED_DICT, _MISSING) is not _OrderedDict:
         return False
-    metadata = _OrderedDict()
+    metadata = fastcommon_new_ordered_dict()
     setattr(self, _METADATA, metadata)  # Python code may run here: the finalizers of a _metadata it replaces
     if n == 0:
         return True
