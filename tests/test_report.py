@@ -146,7 +146,7 @@ def test_report_file_gets_one_json_line_per_process_with_what_it_did(tmp_path):
                                "calls", "saved_ns_per_call", "saved_seconds", "cpu_seconds", "ended_by"}  # fmt: skip
         assert record["grpcio"] == grpc.__version__ and record["ended_by"] == "exit"
         assert set(record["patched"]) | set(record["left_to_grpc"]) == set(_patching.NAMES)
-        assert record["cpu_seconds"] > 0 and record["saved_seconds"] >= 0
+        assert record["cpu_seconds"] > 0 and isinstance(record["saved_seconds"], float)  # timed: its sign is noise
     assert sorted(record["calls"]["serialize"] for record in records) == [5, 5]
 
 
