@@ -406,24 +406,25 @@ fastcommon_get(PyObject *dict, PyObject *key, PyObject *missing)
 
 /* What cls's own __dict__ holds under `name` (where cls.name and its instances' method lookups look first), as a
    new reference; None when it holds nothing there. A class's own __dict__ has only str keys (type.__setattr__
-   copies a str subclass to a str), so for a str name the lookup runs no Python code. */
+   copies a str subclass to a str), so for a str name the lookup runs no Python code. `view` is cls.__dict__ (a
+   mappingproxy of it, which the Limited API reads it through; the full API reads the dict itself). */
 static PyObject *
-fastcommon_class_own(PyObject *cls, PyObject *name)
+fastcommon_class_own(PyObject *cls, PyObject *view, PyObject *name)
 {
     PyObject *dict, *found;
     if (!PyType_Check(cls)) {
         Py_RETURN_NONE;
     }
 #if defined(Py_LIMITED_API)
-    dict = PyObject_GetAttrString(cls, "__dict__"); /* a mappingproxy of it */
-    found = dict == NULL ? NULL : PyObject_GetItem(dict, name);
-    Py_XDECREF(dict);
+    (void)dict;
+    found = PyObject_GetItem(view, name);
     if (found == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
     return found;
 #else
+    (void)view;
 #if PY_VERSION_HEX >= 0x030C0000
     dict = PyType_GetDict((PyTypeObject *)cls);
 #else
@@ -935,6 +936,17 @@ fastcommon_build_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
         /* Any other call is the class's own, its errors included. */
         return PyObject_Vectorcall(cls, args, (size_t)nargs, kwnames);
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    /* The class's own allocation, zeroed and tracked, as tuple.__new__ makes a subclass's: from 3.12 it costs
+       fewer instructions than the allocation of a tuple of two below, which costs fewer before. */
+    entry = (PyTupleObject *)((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 2);
+    if (entry == NULL) {
+        return NULL;
+    }
+    entry->ob_item[0] = Py_NewRef(args[0]);
+    entry->ob_item[1] = Py_NewRef(args[1]);
+    FASTCOMMON_RESET_TUPLE_HASH(entry);
+#else
     /* As a tuple of two is allocated: its items are set before the garbage collector can see it. */
     entry = PyObject_GC_NewVar(PyTupleObject, (PyTypeObject *)cls, 2);
     if (entry == NULL) {
@@ -944,6 +956,7 @@ fastcommon_build_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     entry->ob_item[1] = Py_NewRef(args[1]);
     FASTCOMMON_RESET_TUPLE_HASH(entry);
     PyObject_GC_Track(entry);
+#endif
     return (PyObject *)entry;
 }
 

@@ -36,7 +36,7 @@ cdef extern from "fast_common.h":
     object fastcommon_get(object, object, object)
     bint fastcommon_is_usual_class(object) noexcept
     bint fastcommon_has_plain_attributes(object) noexcept
-    object fastcommon_class_own(object, object)
+    object fastcommon_class_own(object, object, object)
     int fastcommon_is_bound(object, object, object) except -1
     object fastcommon_new_instance(object)
     object fastcommon_call_method1(object, object, object)
@@ -176,6 +176,7 @@ cdef class _Methods:
     others (the objects as the class holds them), grpc's own __init__, and the counters of what is done in place."""
 
     cdef object cls, init, add, from_tuple, own_init
+    cdef object class_dict  # cls.__dict__, a view of the class's own dict
     cdef object namespace  # grpc.aio._metadata's, where grpc's __init__ looks up OrderedDict at each call
     cdef Py_ssize_t init_counter, add_counter, from_tuple_counter
     cdef object abc_token, abc_answer  # _init_metadata's isinstance(a tuple, Metadata), and for which abc state
@@ -198,7 +199,7 @@ cdef inline object _keyed_ordered_dict(object self, object cls, object key):
 cdef bint _adds_in_place(object self, _Methods methods, bint fresh) except -1:
     """Whether self.add is the add made with these methods, bound to self, for an exact instance of their class:
     what it does, fastcommon_fill does in place. A fresh instance has no attribute of its own that could hide it."""
-    if methods.add is None or fastcommon_class_own(methods.cls, _ADD) is not methods.add:
+    if methods.add is None or fastcommon_class_own(methods.cls, methods.class_dict, _ADD) is not methods.add:
         return False
     return fresh or fastcommon_is_bound(getattr(self, _ADD), self, methods.add)
 
@@ -237,7 +238,7 @@ cdef object _construct(object cls, tuple args, _Methods methods):
     """cls(*args), made here where cls is the class these methods were made for, calling it makes an instance
     with object's __new__, and its __init__ is the one made with them; else called as Python calls it."""
     if (cls is not methods.cls or methods.init is None or not fastcommon_is_usual_class(cls)
-            or fastcommon_class_own(cls, _INIT) is not methods.init):
+            or fastcommon_class_own(cls, methods.class_dict, _INIT) is not methods.init):
         return cls(*args)
     self = fastcommon_new_instance(cls)
     fastcommon_count(methods.init_counter)
@@ -428,7 +429,7 @@ cdef object _make_init_metadata(object own, _Methods methods, Py_ssize_t counter
                 if not metadata:
                     return _construct(metadata_class, (), methods)
                 if not _tuple_is_instance(methods, metadata_class, metadata):  # and an exact tuple is a Sequence
-                    if fastcommon_class_own(metadata_class, _FROM_TUPLE) is not methods.from_tuple:
+                    if fastcommon_class_own(metadata_class, methods.class_dict, _FROM_TUPLE) is not methods.from_tuple:
                         return fastcommon_call_method1(metadata_class, _FROM_TUPLE, metadata)
                     fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
                     return _construct(metadata_class, metadata, methods)
@@ -474,7 +475,7 @@ def metadata_methods(owns, cls, /, *, counters=None):
         if not -1 <= counter < FASTCOMMON_MAX_COUNTERS:
             raise ValueError(f"metadata_methods(): no counter {counter!r}")
         counters[name] = counter
-    methods.cls = cls
+    methods.cls, methods.class_dict = cls, cls.__dict__
     made = {}
     for attribute, name in by_attribute.items():
         own, (maker, kind) = owns[name], _MAKERS[attribute]
