@@ -1,6 +1,7 @@
 """`run --report` and `--report-file` where servers end: by SIGTERM, in containers and under supervisors, in many
 processes at once; each process reports once, and ends as it would have without fastcommon."""
 
+import contextlib
 import json
 import os
 import signal
@@ -50,6 +51,7 @@ def serve_then_signal(tmp_path, stubs, mode, launcher, signum=signal.SIGTERM, en
     command = [sys.executable, *launcher, "server.py", mode, os.path.dirname(pb2.__file__)]
     process = subprocess.Popen(command, cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)  # fmt: skip
+    serving = None
     try:
         first = process.stdout.readline()
         port, serving, _ = first.split()
@@ -59,6 +61,9 @@ def serve_then_signal(tmp_path, stubs, mode, launcher, signum=signal.SIGTERM, en
         stdout, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
+        if serving is not None and int(serving) != process.pid:  # a child server outlives a failed test otherwise
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(serving), signal.SIGKILL)
     default = first.split()[2] == "True"  # SIGTERM at its default, as the serving program saw it
     return process.returncode, stdout, GRPC_CORE_LOG_LINE.sub("", stderr), default
 
