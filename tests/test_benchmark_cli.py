@@ -351,5 +351,10 @@ def test_a_saving_is_that_of_the_means_with_the_range_of_every_stock_run_against
     saved, share, low, high = rpc_instructions.saving([100.0, 110.0], [90.0, 96.0])
     assert (saved, share) == (12.0, 12.0 / 105.0)
     assert (low, high) == pytest.approx((0.04, 20.0 / 110.0))  # 96 against 100; 90 against 110
-    assert rpc_instructions.control([100.0, 99.0, 103.0]) == pytest.approx(0.03)  # the largest, with its sign
-    assert rpc_instructions.control([100.0, 97.0, 102.0]) == pytest.approx(-0.03)
+
+
+def test_the_control_is_the_later_half_of_the_stock_runs_against_the_earlier_half():
+    control = benchmarks_module("rpc_instructions").control
+    assert control([99.0, 101.0, 100.0, 102.0]) == pytest.approx(0.01)  # 101 against 100
+    assert control([100.0, 100.0, 98.0, 96.0]) == pytest.approx(-0.03)  # 97 against 100: signed
+    assert control([100.0, 101.0]) == pytest.approx(0.01)  # two runs: the second against the first
