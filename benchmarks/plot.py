@@ -102,7 +102,7 @@ def per_rpc_chart(results, directory, image_format):
         more_handles, more_names = axis.get_legend_handles_labels()
         handles, names = handles + more_handles, names + more_names
     figure.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9)
-    figure.suptitle("Per RPC and process: instructions (exact), and CPU time (with its noise)")
+    figure.suptitle("Per RPC and process: instructions (counted, with their range), and CPU time (with its noise)")
     return save(figure, directory, "per_rpc", image_format)
 
 

@@ -105,7 +105,7 @@ def expected_patch():
 
 
 def holder_of(build):
-    """The MetadatumConstructor behind what grpc calls: the builtin method's __self__ (3.11+), or itself (3.10)."""
+    """The MetadatumConstructor behind what grpc calls: the builtin method's __self__ (3.11-3.14), or itself."""
     return getattr(build, "__self__", build)
 
 
