@@ -226,7 +226,7 @@ from inputs import METHOD, serialize_raises_exception
 logging.getLogger("grpc._common").disabled = True  # the failing serializer's path, without 100,000 records
 fastcommon.patch()
 constructor = cygrpc._Metadatum
-holder = getattr(constructor, "__self__", constructor)  # the builtin method's MetadatumConstructor (3.10: itself)
+holder = getattr(constructor, "__self__", constructor)  # the builtin method's MetadatumConstructor, or itself
 from grpc.aio import Metadata
 from grpc.aio._channel import _BaseMultiCallable
 

@@ -266,8 +266,8 @@ fastcommon_add(PyObject *metadata, PyObject *key, PyObject *value)
 /* What grpc's Metadata.__init__ adds, from pairs[start] on, to its new, exact OrderedDict, in place, for the
    pairs that are plain pairs with exact str keys: the index of the first pair that is not one (len(pairs) when
    all were added), or -1 on an error. The caller has made sure no Python code runs meanwhile. `fresh`: the
-   OrderedDict holds only what this call adds, and no other thread can reach it; the key of a tuple pair that
-   none of the earlier (tuple) pairs had is then new, and added without looking it up. */
+   OrderedDict was made by this call's caller and found empty just before; the key of a tuple pair that none
+   of the earlier (tuple) pairs had is then new, and added without looking it up. */
 static Py_ssize_t
 fastcommon_fill(PyObject *metadata, PyObject *pairs, Py_ssize_t start, int fresh)
 {
@@ -293,8 +293,15 @@ fastcommon_fill(PyObject *metadata, PyObject *pairs, Py_ssize_t start, int fresh
                 seen_keys[seen] = key;
                 seen_hashes[seen++] = hash;
                 values = fastcommon_new_values(value);
-                status = values == NULL ? -1 : fastcommon_ordered_set(metadata, key, values);
-                Py_XDECREF(values);
+                if (values == NULL) {
+                    status = -1;
+                }
+                else {
+                    FASTCOMMON_LOCK(metadata); /* CPython's OrderedDict does not lock itself (3.13t) */
+                    status = fastcommon_ordered_set(metadata, key, values);
+                    FASTCOMMON_UNLOCK();
+                    Py_DECREF(values);
+                }
             }
             else {
                 remembering = 0; /* a key seen before: from here on, each is looked up */
@@ -405,9 +412,11 @@ fastcommon_get(PyObject *dict, PyObject *key, PyObject *missing)
 }
 
 /* What cls's own __dict__ holds under `name` (where cls.name and its instances' method lookups look first), as a
-   new reference; None when it holds nothing there. A class's own __dict__ has only str keys (type.__setattr__
-   copies a str subclass to a str), so for a str name the lookup runs no Python code. `view` is cls.__dict__ (a
-   mappingproxy of it, which the Limited API reads it through; the full API reads the dict itself). */
+   new reference; None when it holds nothing there. Setting an attribute on a class stores a str key
+   (type.__setattr__ copies a str subclass to a str), but type(name, bases, namespace) keeps any key its
+   namespace had, so the lookup can run a key's __eq__: its callers check again whatever they rely on after
+   it. `view` is the class's own dict as type.__dict__['__dict__'] gives it, past any metaclass (a mappingproxy,
+   which the Limited API reads it through; the full API reads the dict itself). */
 static PyObject *
 fastcommon_class_own(PyObject *cls, PyObject *view, PyObject *name)
 {
@@ -861,9 +870,10 @@ fastcommon_constructor_type(void)
 #endif
 
 /* MetadatumConstructor(cls) holds the one class it checked when it was made; its `build`, a builtin method
-   bound to it, is what grpc calls: what namedtuple's __new__ does for cls(key, value), which is
-   tuple.__new__(cls, (key, value)), without the Python frame and the two temporary tuples. A builtin
-   method is what CPython's interpreter and Cython call fastest, with no lookup or check between. Nothing
+   bound to it (before CPython 3.11 and from 3.15 the object itself), is what grpc calls: what namedtuple's
+   __new__ does for cls(key, value), which is tuple.__new__(cls, (key, value)), without the Python frame and
+   the two temporary tuples. Each is what its CPython's interpreter and Cython call fastest, with no lookup
+   or check between. Nothing
    can change the class later, so what grpc calls shares no state with a gate, a status or a test that makes
    another. */
 typedef struct {
@@ -1077,7 +1087,7 @@ static PyMemberDef fastcommon_constructor_members[] = {
 };
 
 static PyGetSetDef fastcommon_constructor_getset[] = {
-    {"build", fastcommon_constructor_get_build, NULL, "the builtin method that builds cls(key, value)", NULL},
+    {"build", fastcommon_constructor_get_build, NULL, "what builds cls(key, value): a builtin method, or itself", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

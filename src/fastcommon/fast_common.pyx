@@ -161,6 +161,7 @@ cdef str _ORDERED_DICT = "OrderedDict"  # grpc.aio._metadata's
 cdef str _KEY_TYPE = "MetadataKey"  # grpc.aio._metadata's: str, which 1.85's __contains__ asks keys to be
 cdef object _END = object()  # what an iterator gives at its end, where None is an item like any other
 cdef object _MISSING = object()
+cdef object _CLASS_DICT = type.__dict__["__dict__"]  # a class's own __dict__, past any metaclass's property
 
 # `key, value = pair` as CPython itself unpacks it, with its own messages (3.14 changed them), for the pairs
 # that are not plain pairs once Python code has run in the middle of an __init__.
@@ -222,6 +223,7 @@ cdef bint _initialize(object self, tuple pairs, _Methods methods, bint fresh) ex
     # What grpc's add would find, self.add and self._metadata, looked up once (an instance's own lookup may run
     # Python code); then nothing runs Python code until fill ends, the collector off (before 3.12) meanwhile.
     if _adds_in_place(self, methods, fresh) and getattr(self, _METADATA) is metadata:
+        fresh = fresh and not metadata  # still empty after the Python code those lookups may have run
         collecting = fastcommon_no_gc()
         try:
             done = fastcommon_fill(metadata, pairs, 0, fresh)
@@ -475,7 +477,7 @@ def metadata_methods(owns, cls, /, *, counters=None):
         if not -1 <= counter < FASTCOMMON_MAX_COUNTERS:
             raise ValueError(f"metadata_methods(): no counter {counter!r}")
         counters[name] = counter
-    methods.cls, methods.class_dict = cls, cls.__dict__
+    methods.cls, methods.class_dict = cls, _CLASS_DICT.__get__(cls)  # the class's own, whatever its metaclass says
     made = {}
     for attribute, name in by_attribute.items():
         own, (maker, kind) = owns[name], _MAKERS[attribute]
