@@ -87,10 +87,25 @@ def test_a_server_ended_by_sigterm_reports_and_ends_as_without_fastcommon(tmp_pa
     assert ended_by_sigterm == (mode != "own")  # a program's own handler exits, and the report comes at exit
 
 
+@contextlib.contextmanager
+def sigint_at_its_default_in_children():
+    """Children that start with SIGINT at its default, as a terminal's foreground job has it. A shell without job
+    control (a script's `cmd &`) starts its background jobs with SIGINT ignored, and that is inherited: a handler
+    set here is not (exec resets it to the default), so Python in the child installs its own."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_sigint_ends_a_server_under_report_as_under_plain_python(tmp_path, stubs):
     # The program's KeyboardInterrupt ends it (Python's own SIGINT handler); the report comes at exit, as before.
-    plain = serve_then_signal(tmp_path, stubs, "default", [], signal.SIGINT)
-    adopted = serve_then_signal(tmp_path, stubs, "default", REPORT_RUN, signal.SIGINT)
+    with sigint_at_its_default_in_children():
+        plain = serve_then_signal(tmp_path, stubs, "default", [], signal.SIGINT)
+        adopted = serve_then_signal(tmp_path, stubs, "default", REPORT_RUN, signal.SIGINT)
     ended = (-signal.SIGINT, 1)  # Python ends by SIGINT after an uncaught KeyboardInterrupt, and says so once
     assert (
         (adopted[0], adopted[2].count("KeyboardInterrupt")) == (plain[0], plain[2].count("KeyboardInterrupt")) == ended
