@@ -14,8 +14,8 @@ fastcommon can change, and all of its saving lies there. The whole process, show
 grpc's extension (grpc core and its Cython layer, one stripped object that cannot be split by
 function), libc and the rest: there grpc core's own threads poll, lock and wait, and how often
 depends on how valgrind interleaves the threads, up to 30,000 instructions per RPC apart between two
-runs of the same code. (Counting by thread would say the same, but callgrind's --separate-threads
-dumps only the thread that calls getppid.)
+runs of the same code. (Counting by thread cannot separate them: at a mark callgrind's
+--separate-threads dumps only the thread that calls getppid.)
 
 Every configuration runs stock, patched, stock, patched, four times over: each process's memory
 layout is its own, and moves its Python side by up to 0.9%, so it takes more processes, not more
