@@ -13,12 +13,12 @@ fastcommon, and Python's other extension modules (CPython's own, protobuf's). Th
 fastcommon can change, and all of its saving lies there. The whole process, shown beside it, adds
 grpc's extension (grpc core and its Cython layer, one stripped object that cannot be split by
 function), libc and the rest: there grpc core's own threads poll, lock and wait, and how often
-depends on how valgrind interleaves the threads, up to 30,000 instructions per RPC apart between two
+depends on how valgrind interleaves the threads, up to 27,000 instructions per RPC apart between two
 runs of the same code. (Counting by thread cannot separate them: at a mark callgrind's
 --separate-threads dumps only the thread that calls getppid.)
 
 Every configuration runs stock, patched, stock, patched, four times over: each process's memory
-layout is its own, and moves its Python side by up to 0.9%, so it takes more processes, not more
+layout is its own, and moves its Python side by up to 0.8%, so it takes more processes, not more
 RPCs, to repeat. The savings are those of the means, with their range over every stock run against
 every patched one; the control, the later half of the stock runs against the earlier half, is what
 the method itself calls a difference.
@@ -45,7 +45,7 @@ from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_st
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 FLAVOURS = ("sync", "aio")
 MODES = ("stock", "patched")
-REPEATS = 4  # runs of each mode, interleaved; a process's memory layout alone moves its Python side up to 0.9%
+REPEATS = 4  # runs of each mode, interleaved; a process's memory layout alone moves its Python side up to 0.8%
 HEADER_COUNTS = (0, len(REQUEST_HEADERS))
 RPCS = 300  # N, the default of --rpcs: what varies varies from process to process, so more runs rather than RPCs
 WARM_UP = 30
