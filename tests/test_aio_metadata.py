@@ -32,10 +32,14 @@ compiled_methods = pytest.mark.skipif(not OFFERED, reason="fastcommon builds no 
 HAS_CREATE = "Metadata._create" in GRPC_METADATA_OWNS  # grpcio 1.80 and later
 
 
+def grpc_metadata_owns():
+    """grpc's own methods of its Metadata class, by the names fastcommon gives them (Metadata.add, ...)."""
+    return {name: own for name, own in GRPC_METADATA_OWNS.items() if name.startswith("Metadata.")}
+
+
 def stock_class():
     """A class that behaves as stock grpc's Metadata whatever is patched: grpc's own methods, its name."""
-    methods = {name.split(".")[1]: own for name, own in GRPC_METADATA_OWNS.items() if name.startswith("Metadata.")}
-    return type("Metadata", (Metadata,), methods)
+    return metadata_class_with()
 
 
 def stock_and_patched(scenario):
@@ -124,9 +128,9 @@ class _ClassKey:
 
 def _fastcommons_class(namespace, metaclass=type):
     """A subclass of grpc's Metadata made with ``namespace`` first, then fastcommon's methods made for it."""
-    own = {name: own for name, own in GRPC_METADATA_OWNS.items() if name.startswith("Metadata.")}
-    cls = metaclass("Metadata", (Metadata,), {**namespace, **{name.split(".")[1]: f for name, f in own.items()}})
-    for name, made in fastcommon.fast_common.metadata_methods(own, cls).items():
+    owns = grpc_metadata_owns()
+    cls = metaclass("Metadata", (Metadata,), {**namespace, **{name.split(".")[1]: f for name, f in owns.items()}})
+    for name, made in fastcommon.fast_common.metadata_methods(owns, cls).items():
         setattr(cls, name.split(".")[1], made)
     return cls
 
@@ -434,7 +438,7 @@ def test_a_method_grpc_changed_stays_grpcs_with_one_warning_naming_it(monkeypatc
 def metadata_class_with(**changes):
     """A stand-in for grpc's Metadata class: grpc's own methods, and ``changes``. grpc's own class is never
     changed: a __new__ set on a class and deleted again leaves the class broken for good (CPython keeps the slot)."""
-    methods = {name.split(".")[1]: own for name, own in GRPC_METADATA_OWNS.items() if name.startswith("Metadata.")}
+    methods = {name.split(".")[1]: own for name, own in grpc_metadata_owns().items()}
     return type("Metadata", (Metadata,), {**methods, **changes})
 
 
