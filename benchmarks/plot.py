@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 
+from benchmarks.callgrind import python_side, saving
 from benchmarks.timing import AIO_METADATA, METADATUM
 
 # Into the environment as it is: pip install ".[plot]" would replace an editable install with a copy.
@@ -107,8 +108,6 @@ def per_rpc_chart(results, directory, image_format):
 
 
 def _instructions_panel(axis, results):
-    from benchmarks.rpc_instructions import python_side, saving  # not at the top: that module imports this one
-
     counted = results["instructions"]
     rows = sorted({key[:3] for key in counted}, key=lambda key: (key[0] != "sync", key[1], key[2] != "server"))
     for row, key in enumerate(rows):

@@ -19,9 +19,16 @@ import time
 
 from benchmarks import plot
 from benchmarks.suite import small_message
-from benchmarks.timing import AIO_METADATA, HEADER, METHOD, format_table, mean_and_ci95, positive_int
-from fastcommon._adoption import ns_per_call
-from fastcommon._patching import FUNCTIONS, METADATUM
+from benchmarks.timing import (
+    AIO_METADATA,
+    FUNCTIONS,
+    HEADER,
+    METHOD,
+    format_table,
+    mean_and_ci95,
+    ns_per_call,
+    positive_int,
+)
 from grpc_echo import (
     REQUEST_HEADERS,
     aio_echo_server,
@@ -32,6 +39,8 @@ from grpc_echo import (
     generate_stubs,
     import_stubs,
 )
+
+METADATUM = "_Metadatum"  # the metadata entry, as patch() and --report name it
 
 RPC_KINDS = (
     "sync unary",
@@ -199,7 +208,7 @@ def per_call_costs_ns(stubs_dir):
         for name, args in calls.items()
     }
     grpcs = ns_per_call(cygrpc._Metadatum, HEADER, n)
-    compiled = fastcommon._implementation.chosen
+    compiled = fastcommon.fast_common if fastcommon.IMPLEMENTATION == "cython" else None
     if hasattr(compiled, "MetadatumConstructor"):  # the compiled module, unless a Limited API (abi3) build
         costs[METADATUM] = (grpcs, ns_per_call(compiled.MetadatumConstructor(cygrpc._Metadatum).build, HEADER, n))
     else:

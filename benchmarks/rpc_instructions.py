@@ -26,7 +26,6 @@ the method itself calls a difference.
 
 import argparse
 import asyncio
-import collections
 import glob
 import json
 import os
@@ -38,6 +37,7 @@ import tempfile
 import time
 
 from benchmarks import plot
+from benchmarks.callgrind import OBJECTS, PYTHON_SIDE, python_side, saving, self_costs, whole_process
 from benchmarks.suite import small_message
 from benchmarks.timing import format_table, positive_int
 from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_stubs, import_stubs, make_servicer
@@ -50,8 +50,6 @@ HEADER_COUNTS = (0, len(REQUEST_HEADERS))
 RPCS = 300  # N, the default of --rpcs: what varies varies from process to process, so more runs rather than RPCs
 WARM_UP = 30
 MARK = "mark"
-PYTHON_SIDE = ("interpreter loop", "rest of libpython", "fastcommon", "Python's other modules")  # the headline
-OBJECTS = (*PYTHON_SIDE, "grpc's extension", "libc", "the rest")
 PROCESSES = ("server", "client")
 ROWS = [(flavour, headers, process) for flavour in FLAVOURS for headers in HEADER_COUNTS for process in PROCESSES]
 
@@ -138,57 +136,6 @@ def client(mode, flavour, port, stubs_dir, rpcs):
                         os.getppid()  # callgrind dumps here
 
 
-def category(obj, function, executable):
-    """Which of OBJECTS an object file and function are counted under."""
-    name = os.path.basename(obj)
-    if function.startswith("_PyEval_EvalFrameDefault"):
-        return "interpreter loop"
-    if name.startswith("libpython") or name == executable:
-        return "rest of libpython"
-    if "cygrpc" in name:
-        return "grpc's extension"
-    if "fast_common" in name:
-        return "fastcommon"
-    if ".cpython-" in name or name.endswith(".abi3.so"):  # CPython's _asyncio, select...; protobuf's _message
-        return "Python's other modules"
-    if name.startswith(("libc.so", "libc-")):
-        return "libc"
-    return "the rest"
-
-
-def self_costs(path, executable, names):
-    """{category: instructions} of one callgrind dump: each function's own cost, not what it called.
-
-    ``names`` holds the compressed names seen so far in this process's dumps, by kind ("ob", "fn"): callgrind
-    defines each once per run, in whichever dump first has it, on a line of the function or of a call to it.
-    """
-    current = {"ob": "", "fn": ""}
-    costs = collections.Counter()
-    skip_next = False
-    with open(path, encoding="utf-8", errors="replace") as file:
-        for line in file:
-            if skip_next:  # the inclusive cost of a call, counted in the callee's own lines
-                skip_next = False
-                continue
-            key, equals, rest = line.partition("=")
-            if equals and key in ("ob", "fn", "cob", "cfn"):
-                kind, rest = key[-2:], rest.strip()
-                name = rest
-                if rest.startswith("("):
-                    ident, _, name = rest.partition(")")
-                    name = name.strip() or names[kind].get(ident, "")
-                    names[kind][ident] = name
-                if key == kind:  # ob=, fn=: the context of the cost lines below; cob=, cfn=: only a call's
-                    current[kind] = name
-            elif line.startswith("calls="):
-                skip_next = True
-            elif line[:1].isdigit() or line[:1] in "+-*":
-                fields = line.split()
-                if len(fields) >= 2:
-                    costs[category(current["ob"], current["fn"], executable)] += int(fields[1])
-    return costs
-
-
 def per_rpc(out_prefix, rpcs, executable):
     """{headers: {category: instructions per RPC}} from one process's dumps: (2N segment - N segment) / N."""
     dumps = sorted(glob.glob(f"{out_prefix}.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
@@ -247,27 +194,9 @@ def serve_and_ask(prefix, mode, flavour, stubs_dir, rpcs):
         serving.wait(timeout=600)
 
 
-def python_side(costs):
-    """The instructions the headline counts, out of one process's {category: instructions}: the Python side's."""
-    return sum(costs.get(name, 0) for name in PYTHON_SIDE)
-
-
-def whole_process(costs):
-    """All the instructions of one process's {category: instructions}."""
-    return sum(costs.values())
-
-
 def runs_of(results, row, mode):
     """The {category: instructions per RPC} of each run of ``mode`` for a row (flavour, headers, process)."""
     return [costs for key, costs in sorted(results.items()) if key[:3] == row and key[3] == mode]
-
-
-def saving(stock, patched):
-    """(saved, its share, lowest share, highest share): of the means, and the range of every stock run against
-    every patched one."""
-    mean_stock, mean_patched = statistics.fmean(stock), statistics.fmean(patched)
-    shares = [(s - p) / s for s in stock for p in patched]
-    return mean_stock - mean_patched, (mean_stock - mean_patched) / mean_stock, min(shares), max(shares)
 
 
 def control(stock):

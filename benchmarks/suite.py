@@ -84,9 +84,10 @@ def per_call_table(ns, cases):
 
 GATE_PROGRAM = """
 import time, grpc, grpc.aio
-from fastcommon import _patching
-start = time.perf_counter(); _patching.assess(); first = time.perf_counter() - start
-start = time.perf_counter(); _patching.assess(); print(first, time.perf_counter() - start)
+import fastcommon
+start = time.perf_counter(); fastcommon.patch(); first = time.perf_counter() - start
+fastcommon.unpatch()
+start = time.perf_counter(); fastcommon.patch(); print(first, time.perf_counter() - start)
 """
 
 

@@ -40,6 +40,8 @@ except ImportError:
     import grpc_source
 
     _oracle_module = grpc_source.common() if grpc_source.directory() else None
+import helpers  # noqa: E402  (after grpc: under `python -m fastcommon run`, the adoption of this process comes first)
+
 HAVE_GRPCIO = not WITHOUT_GRPCIO or "grpc" in sys.modules
 NO_ORACLE = (
     "grpcio is not installed here, and no grpcio source is named (FASTCOMMON_TESTS_GRPC_SOURCE, tests/grpc_source.py):"
@@ -55,12 +57,10 @@ METADATA_METHODS = (
 if HAVE_GRPCIO:
     # grpc's own objects are the oracle, taken before any test can patch grpc. Under `python -m fastcommon
     # run -m pytest` grpc is patched as soon as it is imported; its own are then the ones fastcommon replaced.
-    from fastcommon import _patching
-
-    GRPC_ORACLE = {name: _patching.grpc_own(name) for name in FUNCTIONS}
-    GRPC_METADATUM = _patching.grpc_own("_Metadatum")  # grpc's metadata entry class
+    GRPC_ORACLE = {name: helpers.grpcs_own(name) for name in FUNCTIONS}
+    GRPC_METADATUM = helpers.grpcs_own("_Metadatum")  # grpc's metadata entry class
     # grpc.aio's Metadata methods and _init_metadata, as their classes hold them; those this grpcio has.
-    GRPC_METADATA_OWNS = {name: own for name in METADATA_METHODS if (own := _patching.grpc_own(name)) is not None}
+    GRPC_METADATA_OWNS = {name: own for name in METADATA_METHODS if (own := helpers.grpcs_own(name)) is not None}
     assert all(function.__module__ == "grpc._common" for function in GRPC_ORACLE.values()), GRPC_ORACLE
 else:
     GRPC_ORACLE = None if _oracle_module is None else {name: getattr(_oracle_module, name) for name in FUNCTIONS}
@@ -69,10 +69,8 @@ else:
 # Under `python -m fastcommon run -m pytest`, this process is adopted by now (it has imported grpc), and every
 # child would inherit the adoption. The children the tests start are experiments with environments of their
 # own: they start as under plain python.
-from fastcommon import _adoption  # noqa: E402  (after grpc: the adoption of this process comes first)
-
-os.environ.pop(_adoption.REPORT_VARIABLE, None)
-_PATHS = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path != _adoption.BOOTSTRAP_DIR]
+os.environ.pop(helpers.REPORT_VARIABLE, None)
+_PATHS = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path != helpers.BOOTSTRAP_DIR]
 if any(_PATHS):
     os.environ["PYTHONPATH"] = os.pathsep.join(_PATHS)
 else:
@@ -138,12 +136,12 @@ def impl(request):
 @pytest.fixture(autouse=True)
 def stock_grpc():
     """Each test starts with stock grpc and may not leave it patched; what it found (under `run`) is put back after."""
-    from fastcommon import _patching
+    import fastcommon
 
-    with _patching.suspended():
+    with helpers.suspended():
         yield
-        if _patching.is_patched():
-            _patching.unpatch()
+        if fastcommon.is_patched():
+            fastcommon.unpatch()
             pytest.fail("the test left grpc patched")
 
 

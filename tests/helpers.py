@@ -41,3 +41,108 @@ def outcome(function, *args):
         else:
             observed = ("returned", type(result), result, _which_argument(result, args))
     return (*observed, records)
+
+
+# ------------------------------------------------------------------ the suite's one door to fastcommon's internals
+# Tests use fastcommon's public API, the compiled module's own (fastcommon.fast_common), and what is below: nothing
+# else of the package's private modules. docs/development.md says so.
+
+from fastcommon import _gate, _grpc, _implementation, _launcher, _patching, _registry, _report  # noqa: E402
+from fastcommon._gate import functions as _functions  # noqa: E402
+from fastcommon._gate import metadata_probes as probes  # noqa: E402,F401  (the gate's scenarios, shared)
+from fastcommon._gate.fingerprints import fingerprint  # noqa: E402
+
+NAMES = _registry.NAMES  # every name patch() may replace, in the registry's order
+TESTED_GRPCIO = _registry.TESTED_GRPCIO
+USER_AGENT = _registry.USER_AGENT
+ProbeRecords = _functions.ProbeRecords  # takes the probing thread's records of grpc._common out of the log
+probe_values = _functions.probe_values
+Report, report_text = _report.Report, _report.text
+BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
+    _launcher.BOOTSTRAP_DIR,
+    _launcher.REPORT_VARIABLE,
+    _launcher.REPORT_FILE_VARIABLE,
+)
+launcher, grpc_imported, suspended = _launcher, _launcher.grpc_imported, _patching.suspended
+
+
+def home(name):
+    """The grpc module that holds ``name``."""
+    return _registry.BY_NAME[name].home
+
+
+def counter(name):
+    """Where --report counts the calls of what replaces ``name``."""
+    return _registry.BY_NAME[name].counter
+
+
+def holder(name):
+    """(the object whose own __dict__ holds ``name``, the key there): setattr(*holder(name), x) puts x in grpc."""
+    return _grpc.holder(name, _grpc.modules())
+
+
+def held(name):
+    """What grpc holds under ``name`` now (a classmethod as its class keeps it), or None."""
+    return _grpc.held(name, _grpc.modules())
+
+
+def grpcs_own(name=None):
+    """grpc's own object for ``name`` (all of them, by name, without one), fastcommon's in place or not."""
+    owns = _patching.grpcs_own()
+    return owns if name is None else owns[name]
+
+
+def verdicts():
+    """The gate's verdict on every name, for the grpc installed here: {name: reason or None}."""
+    return {name: verdict.reason for name, verdict in _patching.verdicts().items()}
+
+
+def unoffered(name):
+    """Why fastcommon has nothing to put in place of ``name`` here (pure Python, abi3, grpc has none), or None."""
+    verdict = _patching.verdicts()[name]
+    return None if verdict.offered else verdict.reason
+
+
+def unknown():
+    """What of the installed grpcio the gate does not know, by name, as .ci/next-grpcio prints it."""
+    return _gate.unknown(_patching.grpcs_own())
+
+
+def replacement(name):
+    """What fastcommon put in place of ``name`` (KeyError where it replaced nothing by that name)."""
+    return _patching.replacement(name)
+
+
+def forget_patch():
+    """Forget what fastcommon replaced (after a test put grpc's own back itself)."""
+    _patching._installed.clear()
+
+
+def trust(monkeypatch, name, function):
+    """Let ``function`` pass the fingerprint gate for ``name``, so that the probes alone decide about it."""
+    monkeypatch.setitem(_registry.BY_NAME[name].fingerprints, fingerprint(function), ("this test",))
+
+
+def first_difference(name, grpcs, ours):
+    """The gate's probes of a grpc._common function: the first on which ``grpcs`` and ``ours`` differ, or None."""
+    arity = len(_registry.BY_NAME[name].calibration(None, None))
+    return _functions.difference(name, arity, grpcs, ours)
+
+
+def metadata_differences(names, owns):
+    """The gate's probes of grpc.aio's Metadata methods ``names``, grpc's own being ``owns`` (by name): why each of
+    fastcommon's may not replace grpc's, or None."""
+    probed = {name: owns[name] for name in names}
+    init_metadata = next((name for name in probed if _registry.BY_NAME[name].kind == _registry.STATICMETHOD), None)
+    cls = _grpc.metadata_class(_grpc.modules())
+    return _gate.metadata.differences(probed, cls, _implementation.metadata_methods, init_metadata)
+
+
+def trust_metadatum_shape(monkeypatch):
+    """Let any metadata entry class pass the gate's check of its shape, so that the probes alone decide."""
+    monkeypatch.setattr(_gate.metadatum, "class_difference", lambda cls: None)
+
+
+def break_patching(monkeypatch, broken):
+    """Make every patch() call ``broken`` instead (given what makes the replacements)."""
+    monkeypatch.setattr(_patching, "install", broken)

@@ -7,9 +7,10 @@ makes fresh objects from it each time, so that stock grpc and patched grpc each 
 import collections
 import dataclasses
 
+from helpers import probes
 from hypothesis import strategies as st
 
-from fastcommon._metadata_probes import Entry, Hashing, OwnIteration
+Entry, Hashing, OwnIteration = probes.Entry, probes.Hashing, probes.OwnIteration
 
 CONTAINERS = ("tuple", "list", "entry", "own iteration", "list subclass", "short tuple", "long list")
 KEYS = ("str", "hashing", "str subclass", "bytes subclass", "int")

@@ -16,9 +16,9 @@ from conftest import NEEDS_GRPCIO, expected_patch
 pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 import grpc
+import helpers
 
 import fastcommon
-from fastcommon import _adoption, _patching
 from grpc_echo import counting_calls
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,7 @@ START_METHODS = [
 SAY_PATCHED = """
 def say_patched(label):
     import json, os, grpc, fastcommon
-    from fastcommon._patching import NAMES
+    from fastcommon._registry import NAMES
     names = [name for name in NAMES if fastcommon.is_patched(name)]
     return json.dumps({"label": label, "pid": os.getpid(), "patched": names})
 """
@@ -59,7 +59,7 @@ def reports(stderr):
 def uncalled_names(listed):
     """The names a report's 'not called' part lists: each as patch() and is_patched() name it."""
     names = [name for name in listed.split(", ") if name]
-    assert all(name in _patching.NAMES for name in names), names
+    assert all(name in helpers.NAMES for name in names), names
     return names
 
 
@@ -106,7 +106,7 @@ def test_nothing_is_imported_before_the_program_imports_it(program, tmp_path, py
     plain, adopted = (json.loads(program(source, fastcommon_run=run, env=env).stdout) for run in (False, True))
     if plain["sitecustomize"] is None:  # adoption added its bootstrap, and nothing else
         assert set(adopted["modules"]) - set(plain["modules"]) == {"sitecustomize"}
-        assert adopted["sitecustomize"] == os.path.join(_adoption.BOOTSTRAP_DIR, "sitecustomize.py")
+        assert adopted["sitecustomize"] == os.path.join(helpers.BOOTSTRAP_DIR, "sitecustomize.py")
     else:  # the Python's own ran, and is the sitecustomize the program sees; adoption added nothing
         assert adopted["modules"] == plain["modules"] and adopted["sitecustomize"] == plain["sitecustomize"]
     assert pythons_own is False or plain["sitecustomize"] == str(tmp_path / "system" / "sitecustomize.py")
@@ -372,7 +372,7 @@ def test_a_failing_serializers_record_reads_the_same_with_report_as_without(prog
         if fastcommon.IMPLEMENTATION == "cython"
         else ["_transform", "common", "Exception serializing message!"]
     )
-    assert "ValueError: cannot serialize x" in record[5] and "_adoption" not in record[5]
+    assert "ValueError: cannot serialize x" in record[5] and "_report" not in record[5] and "_launcher" not in record[5]
 
 
 def lines_of_lists(result):
@@ -381,13 +381,13 @@ def lines_of_lists(result):
 
 @pytest.mark.parametrize("metadatum", [True, False], ids=["all", "metadatum-left-to-grpc"])
 def test_report_block_reads_as_documented(monkeypatch, metadatum):
-    report = _adoption.Report()
+    report = helpers.Report()
     monkeypatch.setattr(report, "per_call_saving_ns", lambda name: {"decode": 40.0, "serialize": 30.0}[name])
     calls = {"encode": 0, "decode": 2000, "serialize": 1000, "deserialize": 0}
     if metadatum:
         calls["_Metadatum"] = 0
-    text = report.text(report.summary(calls, cpu_seconds=1.0))
-    left = ", ".join(name for name in _patching.NAMES if name not in calls)
+    text = helpers.report_text(report.summary(calls, cpu_seconds=1.0))
+    left = ", ".join(name for name in helpers.NAMES if name not in calls)
     assert text == (
         f"fastcommon --report, process {os.getpid()} ({fastcommon.IMPLEMENTATION}, grpcio {grpc.__version__}): "
         f"grpc patched (encode, decode, serialize, deserialize{', _Metadatum' if metadatum else ''}; "
@@ -400,13 +400,13 @@ def test_report_block_reads_as_documented(monkeypatch, metadatum):
 
 
 def test_report_names_each_replaceable_as_is_patched_takes_it_and_lists_uncalled_methods_apart(monkeypatch):
-    report = _adoption.Report()
+    report = helpers.Report()
     monkeypatch.setattr(report, "per_call_saving_ns", lambda name: 1000.0)
-    calls = dict.fromkeys(_patching.NAMES, 0) | {"decode": 3, "Metadata.add": 2}
-    text = report.text(report.summary(calls, cpu_seconds=1.0))
-    methods = [name for name in _patching.NAMES if "." in name]
+    calls = dict.fromkeys(helpers.NAMES, 0) | {"decode": 3, "Metadata.add": 2}
+    text = helpers.report_text(report.summary(calls, cpu_seconds=1.0))
+    methods = [name for name in helpers.NAMES if "." in name]
     uncalled = ", ".join(name for name in methods if name != "Metadata.add")
-    assert f"grpc patched ({', '.join(_patching.NAMES)})\n" in text
+    assert f"grpc patched ({', '.join(helpers.NAMES)})\n" in text
     functions = "encode 0, decode 3, serialize 0, deserialize 0, _Metadatum 0"
     assert f"  calls: {functions}, Metadata.add 2; not called: {uncalled}\n" in text
     [parsed] = reports(text).values()
@@ -417,10 +417,10 @@ def test_a_failure_to_patch_warns_and_leaves_the_program_running(monkeypatch):
     def broken(replacement):
         raise RuntimeError("broken")
 
-    monkeypatch.setattr(_patching, "install", broken)
-    monkeypatch.setenv(_adoption.REPORT_VARIABLE, "1")
+    helpers.break_patching(monkeypatch, broken)
+    monkeypatch.setenv(helpers.REPORT_VARIABLE, "1")
     with pytest.warns(fastcommon.FastcommonWarning, match="could not patch grpc: RuntimeError"):
-        _adoption.grpc_imported()
+        helpers.grpc_imported()
 
 
 def test_the_documented_service_runs_and_each_process_reports(tmp_path):

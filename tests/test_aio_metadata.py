@@ -13,17 +13,17 @@ grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 import copy
 
+import helpers
 import hostile
 from changed_metadata import MADE_UP_CHANGES
 from grpc.aio import _channel
 from grpc.aio import _metadata as grpc_metadata
+from helpers import probes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import fastcommon
-from fastcommon import _metadata_probes as probes
-from fastcommon import _patching
 from grpc_echo import aio_echo_server
 
 Metadata = grpc_metadata.Metadata
@@ -58,8 +58,8 @@ def test_patch_puts_fastcommons_methods_on_grpcs_own_class_and_unpatch_takes_the
         assert set(OFFERED) <= set(replaced)
         assert grpc.aio.Metadata is Metadata and type(Metadata) is type(stock_class())
         for name in OFFERED:
-            assert _patching.in_grpc(name) is not GRPC_METADATA_OWNS[name] and fastcommon.is_patched(name)
-            own, ours, wrapping = GRPC_METADATA_OWNS[name], _patching.in_grpc(name), (classmethod, staticmethod)
+            assert helpers.held(name) is not GRPC_METADATA_OWNS[name] and fastcommon.is_patched(name)
+            own, ours, wrapping = GRPC_METADATA_OWNS[name], helpers.held(name), (classmethod, staticmethod)
             assert type(ours) is type(own) if isinstance(own, wrapping) else not isinstance(ours, wrapping)
             own, ours = (getattr(method, "__func__", method) for method in (own, ours))
             assert (inspect.signature(ours), ours.__doc__) == (inspect.signature(own), own.__doc__)
@@ -67,7 +67,7 @@ def test_patch_puts_fastcommons_methods_on_grpcs_own_class_and_unpatch_takes_the
         assert isinstance(metadata, Metadata) and isinstance(metadata, grpc.aio.Metadata)
         assert type(iter(metadata)).__name__ == "MetadataIterator"  # the one difference a user can see
     for name, own in GRPC_METADATA_OWNS.items():
-        assert _patching.in_grpc(name) is own
+        assert helpers.held(name) is own
 
 
 KEY = st.one_of(st.text(max_size=12), st.sampled_from(["a", "b", "user-agent", "x-bin"]), st.integers(0, 3))
@@ -405,13 +405,7 @@ def test_the_replaced_methods_leave_refcounts_flat():
 
 
 def changed_in_grpc(monkeypatch, name, changed):
-    monkeypatch.setattr(*_patching.place(name), changed)
-
-
-def trust(monkeypatch, name, changed):
-    """Let ``changed`` pass the fingerprint, so that the probes alone decide about it."""
-    found = _patching.fingerprint(getattr(changed, "__func__", changed))
-    monkeypatch.setitem(_patching.KNOWN_FINGERPRINTS, name, {found: ("this test",)})
+    monkeypatch.setattr(*helpers.holder(name), changed)
 
 
 @compiled_methods
@@ -423,13 +417,13 @@ def test_a_method_grpc_changed_stays_grpcs_with_one_warning_naming_it(monkeypatc
     changed = MADE_UP_CHANGES[name]
     changed_in_grpc(monkeypatch, name, changed)
     if gate == "probes":
-        trust(monkeypatch, name, changed)
+        helpers.trust(monkeypatch, name, getattr(changed, "__func__", changed))
     with pytest.warns(fastcommon.FastcommonWarning) as warned:
         replaced = fastcommon.patch()
     try:
-        assert len(warned) == 1 and name not in replaced and _patching.in_grpc(name) is changed
+        assert len(warned) == 1 and name not in replaced and helpers.held(name) is changed
         reason = "its code is not one fastcommon's suite ran against" if gate == "fingerprint" else "it differs on"
-        assert f"{name} in {_patching.HOMES[name]} ({reason}" in str(warned[0].message)
+        assert f"{name} in {helpers.home(name)} ({reason}" in str(warned[0].message)
         assert set(replaced) == set(expected_patch()) - {name}  # the others replaced
     finally:
         fastcommon.unpatch()
@@ -478,14 +472,14 @@ def test_a_method_this_grpcio_lacks_stays_so_without_a_warning(monkeypatch):
         replaced = fastcommon.patch()
     fastcommon.unpatch()
     assert "Metadata._create" not in replaced and "Metadata.__init__" in replaced
-    assert _patching.not_offered("Metadata._create") == f"grpcio {grpc.__version__} has no Metadata._create of its own"
+    assert helpers.unoffered("Metadata._create") == f"grpcio {grpc.__version__} has no Metadata._create of its own"
 
 
 @compiled_methods
 def test_the_probes_pass_grpcs_own_and_see_each_change_on_its_own():
     owns = dict(GRPC_METADATA_OWNS)
-    assert _patching._metadata_differences(list(owns), owns) == dict.fromkeys(owns)
+    assert helpers.metadata_differences(list(owns), owns) == dict.fromkeys(owns)
     for name, changed in MADE_UP_CHANGES.items():
         if name in owns:
-            verdict = _patching._metadata_differences([name], {**owns, name: changed})[name]
+            verdict = helpers.metadata_differences([name], {**owns, name: changed})[name]
             assert verdict is not None and verdict.startswith("it differs on a probe: "), name

@@ -245,12 +245,12 @@ fn=(4) __pyx_f_cygrpc
 
 
 def test_the_callgrind_dumps_are_read_with_names_from_earlier_dumps_and_calls_not_counted_twice(tmp_path):
-    rpc_instructions = benchmarks_module("rpc_instructions")
+    callgrind = benchmarks_module("callgrind")
     names = {"ob": {}, "fn": {}}
     (tmp_path / "a").write_text(FIRST_DUMP)
     (tmp_path / "b").write_text(SECOND_DUMP)
-    first = rpc_instructions.self_costs(str(tmp_path / "a"), "python3.11", names)
-    second = rpc_instructions.self_costs(str(tmp_path / "b"), "python3.11", names)
+    first = callgrind.self_costs(str(tmp_path / "a"), "python3.11", names)
+    second = callgrind.self_costs(str(tmp_path / "b"), "python3.11", names)
     assert dict(first) == {"interpreter loop": 100, "rest of libpython": 7}
     assert dict(second) == {"interpreter loop": 300, "libc": 90, "grpc's extension": 15}
 
@@ -270,15 +270,15 @@ def test_the_callgrind_dumps_are_read_with_names_from_earlier_dumps_and_calls_no
     ],
 )
 def test_each_object_is_counted_on_the_python_side_or_not(obj, function, expected):
-    rpc_instructions = benchmarks_module("rpc_instructions")
-    assert rpc_instructions.category(obj, function, "python3.11") == expected
+    callgrind = benchmarks_module("callgrind")
+    assert callgrind.category(obj, function, "python3.11") == expected
 
 
 def test_the_headline_counts_the_python_side_only():
-    rpc_instructions = benchmarks_module("rpc_instructions")
+    callgrind = benchmarks_module("callgrind")
     python = ("interpreter loop", "rest of libpython", "fastcommon", "Python's other modules")
-    assert python == rpc_instructions.PYTHON_SIDE
-    assert (*python, "grpc's extension", "libc", "the rest") == rpc_instructions.OBJECTS
+    assert python == callgrind.PYTHON_SIDE
+    assert (*python, "grpc's extension", "libc", "the rest") == callgrind.OBJECTS
 
 
 def segment_dump(libpython, cygrpc, libc):
@@ -287,6 +287,7 @@ def segment_dump(libpython, cygrpc, libc):
 
 
 def test_an_rpcs_cost_is_the_2n_segment_less_the_n_segment_over_n_for_each_header_count(tmp_path):
+    callgrind = benchmarks_module("callgrind")
     rpc_instructions = benchmarks_module("rpc_instructions")
     first = (
         "events: Ir\nob=(1) /usr/lib/libpython3.11.so.1.0\nfn=(1) PyDict_GetItem\n1 5000\n"
@@ -309,7 +310,7 @@ def test_an_rpcs_cost_is_the_2n_segment_less_the_n_segment_over_n_for_each_heade
         0: {"rest of libpython": 450, "grpc's extension": 450, "libc": 10},
         10: {"rest of libpython": 550, "grpc's extension": 200, "libc": 5},
     }
-    assert rpc_instructions.python_side(costs[0]) == 450
+    assert callgrind.python_side(costs[0]) == 450
     (tmp_path / "client.7").unlink()
     (tmp_path / "client.6").unlink()
     with pytest.raises(RuntimeError, match="5 callgrind dumps, not 6"):
@@ -347,8 +348,8 @@ def test_the_headline_saving_counts_the_python_side_and_the_whole_process_shows_
 
 
 def test_a_saving_is_that_of_the_means_with_the_range_of_every_stock_run_against_every_patched_one():
-    rpc_instructions = benchmarks_module("rpc_instructions")
-    saved, share, low, high = rpc_instructions.saving([100.0, 110.0], [90.0, 96.0])
+    callgrind = benchmarks_module("callgrind")
+    saved, share, low, high = callgrind.saving([100.0, 110.0], [90.0, 96.0])
     assert (saved, share) == (12.0, 12.0 / 105.0)
     assert (low, high) == pytest.approx((0.04, 20.0 / 110.0))  # 96 against 100; 90 against 110
 

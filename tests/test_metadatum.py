@@ -13,13 +13,13 @@ from conftest import NEEDS_GRPCIO, expected_patch, holder_of
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
+import helpers
 from conftest import GRPC_METADATUM
 from grpc._cython import cygrpc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastcommon
-from fastcommon import _patching
 from grpc_echo import aio_echo_server, echo_server
 
 OFFERED = "_Metadatum" in expected_patch()
@@ -131,7 +131,7 @@ def test_patch_replaces_the_class_where_offered_and_unpatch_restores_it():
             assert holder_of(cygrpc._Metadatum).cls is GRPC_METADATUM
         else:
             assert cygrpc._Metadatum is GRPC_METADATUM
-            assert _patching.not_offered("_Metadatum").startswith(
+            assert helpers.unoffered("_Metadatum").startswith(
                 "fastcommon runs pure Python here" if fastcommon.IMPLEMENTATION == "python" else "this build"
             )
     finally:
@@ -184,7 +184,7 @@ def test_the_probes_alone_catch_a_class_that_builds_other_entries(monkeypatch):
     shouting = a_namedtuple()
     shouting.__new__ = lambda cls, key, value: tuple.__new__(cls, (key.upper(), value))
     monkeypatch.setattr(cygrpc, "_Metadatum", shouting)
-    monkeypatch.setattr(_patching, "_metadatum_class_difference", lambda cls: None)  # trusted, as if unchanged
+    helpers.trust_metadatum_shape(monkeypatch)  # as if unchanged
     with pytest.warns(
         fastcommon.FastcommonWarning, match=r"_Metadatum in grpc._cython.cygrpc \(it differs on a probe: _Metadatum"
     ):
@@ -287,7 +287,7 @@ def test_any_metadata_reaches_the_server_as_stock_grpc_delivers_it(stubs, round_
 
 @compiled_constructor
 def test_the_metadata_entries_grpc_builds_come_from_fastcommon_when_patched(stubs):
-    counter = _patching.counter("_Metadatum")
+    counter = helpers.counter("_Metadatum")
     before = fastcommon.fast_common.calls()[counter]
     with fastcommon.patched():
         constructor = cygrpc._Metadatum

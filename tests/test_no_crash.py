@@ -17,6 +17,7 @@ from conftest import NEEDS_GRPCIO, load_implementation
 pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEARCH_PATH = os.pathsep.join([PROJECT_DIR, os.path.join(PROJECT_DIR, "tests")])  # grpc_echo, and tests' helpers
 
 # What `python -m fastcommon check` answers, by way of runpy, as a CI step in a patched process would run it.
 CHECK = """
@@ -37,8 +38,8 @@ def check():
 def environ(request):
     if request.param == "compiled":
         load_implementation("fast_common")
-        return {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    return {**os.environ, "PYTHONPATH": PROJECT_DIR, "FASTCOMMON_PURE_PYTHON": "1"}
+        return {**os.environ, "PYTHONPATH": SEARCH_PATH}
+    return {**os.environ, "PYTHONPATH": SEARCH_PATH, "FASTCOMMON_PURE_PYTHON": "1"}
 
 
 def python(*args, environ, status=0):
@@ -82,13 +83,13 @@ def test_assess_in_a_patched_process_then_an_rpc_with_a_header(environ, stubs):
         f"""
 import json, grpc
 import fastcommon
-from fastcommon import _patching
+import helpers
 from grpc_echo import echo_server, import_stubs
 
 pb2, pb2_grpc = import_stubs({stubs_dir!r})
 with echo_server(pb2, pb2_grpc) as address, grpc.insecure_channel(address) as channel:
     fastcommon.patch()
-    _patching.assess()
+    helpers.verdicts()
     reply = pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="metadata"), metadata=(("x-one", "header"),))
     fastcommon.unpatch()
 print(json.dumps([reply.text]))
@@ -121,7 +122,7 @@ for name, function in sorted(callables.items()):
                 answered[type(exc).__name__] = answered.get(type(exc).__name__, 0) + 1
 print(json.dumps([sorted(callables), answered]))
 """,
-        {**os.environ, "PYTHONPATH": PROJECT_DIR},
+        {**os.environ, "PYTHONPATH": SEARCH_PATH},
     )
     names, raised = answered
     assert "set_metadatum_class" not in names and "new_metadatum" not in names  # the global they shared is gone
@@ -139,7 +140,7 @@ def test_check_answers_the_same_in_a_process_adopted_by_run(environ, report):
 # Each command once, with one implementation each; .ci/run runs the whole suite adopted too.
 @pytest.mark.parametrize("report, pure", [(["--report"], False), ([], True)], ids=["run --report", "run, pure"])
 def test_the_documented_run_of_the_suite_passes_in_a_checkout(report, pure):
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    environ = {**os.environ, "PYTHONPATH": SEARCH_PATH}
     if pure:
         environ["FASTCOMMON_PURE_PYTHON"] = "1"
     else:
@@ -236,7 +237,9 @@ import json
 import fastcommon
 from grpc.aio import Metadata
 from grpc.aio._channel import _BaseMultiCallable
-from fastcommon._metadata_probes import seen
+from helpers import probes
+
+seen = probes.seen
 {code}
 
 def outcome():

@@ -11,6 +11,7 @@ from conftest import NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
+import helpers
 from changed_grpc import MADE_UP_CHANGES, decode_with_an_unprobed_branch, zero_copy_deserialize
 from conftest import (
     FUNCTIONS,
@@ -26,14 +27,13 @@ from grpc._cython import cygrpc
 from helpers import captured_grpc_records
 
 import fastcommon
-from fastcommon import _patching
 
 NAMES = FUNCTIONS  # grpc._common's; the metadata entry class has tests of its own (test_metadatum.py)
 PATCHED = expected_patch()
 BEYOND_FUNCTIONS = PATCHED[len(FUNCTIONS) :]  # _Metadatum and the aio Metadata methods, where this build offers them
 
 
-TESTED = ", ".join(_patching.TESTED_GRPCIO)  # the releases KNOWN_FINGERPRINTS names
+TESTED = ", ".join(helpers.TESTED_GRPCIO)  # the releases the registry's fingerprints name
 
 
 def assert_stock():
@@ -42,12 +42,7 @@ def assert_stock():
         assert getattr(grpc_common, name) is GRPC_ORACLE[name]
     assert cygrpc._Metadatum is GRPC_METADATUM
     for name, own in GRPC_METADATA_OWNS.items():
-        assert _patching.in_grpc(name) is own
-
-
-def trust(monkeypatch, name, function):
-    """Let ``function`` pass the fingerprint gate, so that the probes alone decide about it."""
-    monkeypatch.setitem(_patching.KNOWN_FINGERPRINTS, name, {_patching.fingerprint(function): "this test"})
+        assert helpers.held(name) is own
 
 
 def patch_expecting_one_warning():
@@ -92,14 +87,15 @@ def test_patch_issues_no_warning_on_stock_grpc():
 
 def test_the_installed_grpcio_is_one_the_gate_knows():
     # Every name the gate judges: the fingerprints of the functions and methods, the entry class's shape. What it
-    # does not know is printed as the entry to add to KNOWN_FINGERPRINTS, once the whole suite passes against it.
-    assert _patching.unknown() == {}, f"grpcio {grpc.__version__}: {_patching.unknown()}"
+    # does not know is printed as the fingerprint to add to the registry, once the whole suite passes against it.
+    assert helpers.unknown() == {}, f"grpcio {grpc.__version__}: {helpers.unknown()}"
 
 
 def test_what_the_gate_does_not_know_is_named_with_the_entry_to_add(monkeypatch):
     monkeypatch.setattr(grpc_common, "decode", decode_with_an_unprobed_branch)
-    found = _patching.fingerprint(decode_with_an_unprobed_branch)
-    assert _patching.unknown() == {"decode": f'"{found}": ("{grpc.__version__}",),  # in KNOWN_FINGERPRINTS["decode"]'}
+    found = helpers.fingerprint(decode_with_an_unprobed_branch)
+    entry = f'"{found}": ("{grpc.__version__}",),  # in the fingerprints of decode in src/fastcommon/_registry.py'
+    assert helpers.unknown() == {"decode": entry}
 
 
 def test_patched_context_manager_undoes_only_its_own_patch():
@@ -142,7 +138,7 @@ def test_probing_leaves_no_log_records(caplog, monkeypatch, log_threads):
 def test_probe_filter_keeps_other_threads_records():
     # A real serializer failure in another thread while patch() probes must still be logged.
     logger = logging.getLogger("grpc._common")
-    probe_records = _patching._ProbeRecords()
+    probe_records = helpers.ProbeRecords()
     logger.addFilter(probe_records)
     try:
         with captured_grpc_records() as records:
@@ -202,7 +198,7 @@ def test_the_zero_copy_model_follows_grpcs_own_test_cases(value, joined):
 
 
 def test_the_probes_alone_catch_zero_copy_deserialize(monkeypatch):
-    trust(monkeypatch, "deserialize", zero_copy_deserialize)
+    helpers.trust(monkeypatch, "deserialize", zero_copy_deserialize)
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     replaced, message = patch_expecting_one_warning()
     assert replaced == ("encode", "decode", "serialize", *BEYOND_FUNCTIONS)
@@ -215,7 +211,7 @@ def test_the_probes_alone_catch_zero_copy_deserialize(monkeypatch):
 def test_a_made_up_change_to_one_function_leaves_exactly_that_one(monkeypatch, name, gate):
     changed = MADE_UP_CHANGES[name]
     if gate == "probes":
-        trust(monkeypatch, name, changed)
+        helpers.trust(monkeypatch, name, changed)
     monkeypatch.setattr(grpc_common, name, changed)
     replaced, message = patch_expecting_one_warning()
     assert replaced == tuple(n for n in PATCHED if n != name)
@@ -240,7 +236,7 @@ def test_two_changed_functions_give_one_warning_naming_both(monkeypatch):
 def test_only_the_fingerprint_sees_a_change_no_probe_exercises(monkeypatch):
     name, changed = "decode", decode_with_an_unprobed_branch
     assert changed(("a", "b")) == "ab" != GRPC_ORACLE["decode"](("a", "b"))  # a real difference ...
-    assert _patching._first_difference(name, changed, fastcommon.decode) is None  # ... that every probe misses
+    assert helpers.first_difference(name, changed, fastcommon.decode) is None  # ... that every probe misses
     monkeypatch.setattr(grpc_common, name, changed)
     replaced, message = patch_expecting_one_warning()
     assert "decode" not in replaced and "decode in grpc._common (its code is not one" in message
@@ -267,13 +263,13 @@ PROBED_KINDS = {  # every kind of input grpc's callers pass or may pass: (descri
 @pytest.mark.parametrize("name", NAMES)
 def test_a_difference_on_any_one_kind_of_input_is_caught(name, kind):
     is_kind = PROBED_KINDS[kind]
-    assert sum(map(is_kind, _patching._probe_values())) >= 1, f"no probe value is {kind}"
+    assert sum(map(is_kind, helpers.probe_values())) >= 1, f"no probe value is {kind}"
     original = GRPC_ORACLE[name]
 
     def differs_on_that_kind(*args):
         return "changed" if is_kind(args[0]) else original(*args)
 
-    assert _patching._first_difference(name, differs_on_that_kind, getattr(fastcommon, name)) is not None
+    assert helpers.first_difference(name, differs_on_that_kind, getattr(fastcommon, name)) is not None
 
 
 @pytest.mark.parametrize("name", ["serialize", "deserialize"])
@@ -292,7 +288,7 @@ def test_what_the_transformer_is_handed_and_how_failure_is_handled_are_compared(
             return None
 
     changed = hands_a_copy if change == "handed" else logs_differently
-    assert _patching._first_difference(name, changed, getattr(fastcommon, name)) is not None
+    assert helpers.first_difference(name, changed, getattr(fastcommon, name)) is not None
 
 
 def status_lines(capsys):
@@ -308,24 +304,24 @@ def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch, cap
     lines = status_lines(capsys)
     assert sorted(lines) == sorted([*NAMES, "_Metadatum", *METADATA_METHODS])
     for name, line in lines.items():  # each name as patch(), is_patched() and the report have it, then its home
-        assert line.split()[1:3] == ["in", _patching.HOMES[name]] and fastcommon.is_patched(name) is False
+        assert line.split()[1:3] == ["in", helpers.home(name)] and fastcommon.is_patched(name) is False
     replaces = "patch() replaces it"
     if fastcommon.IMPLEMENTATION == "python":
         replaces += ", which buys nothing: fastcommon runs pure Python here"
-    encode = _patching.fingerprint(GRPC_ORACLE["encode"])
+    encode = helpers.fingerprint(GRPC_ORACLE["encode"])
     assert lines["encode"].split()[3:] == ["fingerprint", encode, *replaces.split()]
     for name, own in GRPC_METADATA_OWNS.items():  # grpc.aio's Metadata methods are gated by theirs too
-        method = _patching.fingerprint(getattr(own, "__func__", own))
+        method = helpers.fingerprint(getattr(own, "__func__", own))
         assert lines[name].split()[3:5] == ["fingerprint", method]
     assert lines["_Metadatum"].split()[3:5] == ["fingerprint", "-"]  # a class, judged by shape
-    changed = _patching.fingerprint(zero_copy_deserialize)
+    changed = helpers.fingerprint(zero_copy_deserialize)
     assert lines["deserialize"].count(changed) == 1
     assert lines["deserialize"].endswith(
         "patch() leaves grpc's own: its code is not one fastcommon's suite ran against"
     )
     with pytest.warns(fastcommon.FastcommonWarning), fastcommon.patched():
         lines = status_lines(capsys)
-    decode = _patching.fingerprint(GRPC_ORACLE["decode"])
+    decode = helpers.fingerprint(GRPC_ORACLE["decode"])
     assert lines["decode"].split()[3:5] == ["fingerprint", decode]
     assert lines["decode"].endswith("fastcommon's, patched in this process")
     assert "patch() leaves grpc's own" in lines["deserialize"]

@@ -16,7 +16,7 @@ from test_run import GRPC_CORE_LOG_LINE
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
-from fastcommon import _adoption, _patching
+import helpers
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals; on Windows the program runs as a child")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -165,7 +165,7 @@ def test_report_file_gets_one_json_line_per_process_with_what_it_did(tmp_path):
         assert set(record) == {"pid", "fastcommon", "implementation", "python", "grpcio", "patched", "left_to_grpc",
                                "calls", "saved_ns_per_call", "saved_seconds", "cpu_seconds", "ended_by"}  # fmt: skip
         assert record["grpcio"] == grpc.__version__ and record["ended_by"] == "exit"
-        assert set(record["patched"]) | set(record["left_to_grpc"]) == set(_patching.NAMES)
+        assert set(record["patched"]) | set(record["left_to_grpc"]) == set(helpers.NAMES)
         assert record["cpu_seconds"] > 0 and isinstance(record["saved_seconds"], float)  # timed: its sign is noise
     assert sorted(record["calls"]["serialize"] for record in records) == [5, 5]
 
@@ -173,9 +173,9 @@ def test_report_file_gets_one_json_line_per_process_with_what_it_did(tmp_path):
 def test_processes_ending_at_once_each_append_a_whole_line(tmp_path):
     path = tmp_path / "reports.jsonl"
     program = "from grpc import _common\nfor _ in range(100):\n    _common.encode('x' * 1000)\n"
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([_adoption.BOOTSTRAP_DIR, PROJECT_DIR])}
-    environ[_adoption.REPORT_FILE_VARIABLE] = str(path)  # the variable alone: a process started another way
-    environ.pop(_adoption.REPORT_VARIABLE, None)
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([helpers.BOOTSTRAP_DIR, PROJECT_DIR])}
+    environ[helpers.REPORT_FILE_VARIABLE] = str(path)  # the variable alone: a process started another way
+    environ.pop(helpers.REPORT_VARIABLE, None)
     processes = [subprocess.Popen([sys.executable, "-c", program], env=environ, stderr=subprocess.PIPE, text=True)
                  for _ in range(8)]  # fmt: skip
     stderrs = [process.communicate(timeout=300)[1] for process in processes]

@@ -188,7 +188,7 @@ SHAPES = {  # what a user types after the program: every option belongs to the p
 }
 # Windows has no exec: there `run` starts the program as a child and passes on its status; tried here too.
 CHILD_LAUNCH = (
-    "import sys; from fastcommon import __main__, _adoption; _adoption.REPLACE_PROCESS = False; __main__.main()"
+    "import sys; from fastcommon import __main__, _launcher; _launcher.REPLACE_PROCESS = False; __main__.main()"
 )
 
 

@@ -22,13 +22,13 @@ from conftest import GRPC_METADATA_OWNS, GRPC_METADATUM, GRPC_ORACLE, NEEDS_GRPC
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
+import helpers
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import fastcommon
 from fastcommon import __main__ as command_line
-from fastcommon import _patching
 from grpc_echo import aio_echo_server, echo_server
 
 try:
@@ -37,7 +37,7 @@ except ImportError:  # a pure build: the compiled module's rules do not run
     fast_common = None
 
 HEADERS = (("x-state", "machine"), ("x-blob-bin", b"\x00\xff"), ("x-state", "again"))
-NAMES = tuple(name for name in _patching.NAMES if _patching.grpc_own(name) is not None)  # what this grpcio has
+NAMES = tuple(name for name in helpers.NAMES if helpers.grpcs_own(name) is not None)  # what this grpcio has
 GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_OWNS}
 ODD = st.one_of(
     st.none(),
@@ -55,7 +55,7 @@ EXAMPLES = int(os.environ.get("FASTCOMMON_STATE_MACHINE_EXAMPLES", "20"))
 
 def in_grpc():
     """What grpc has now under every name fastcommon may replace (a class's own entry, for a method)."""
-    return {name: _patching.in_grpc(name) for name in NAMES}
+    return {name: helpers.held(name) for name in NAMES}
 
 
 def wrapping(there):
@@ -68,7 +68,7 @@ def wrapping(there):
 
 def ours(name):
     """What fastcommon put into grpc under ``name``; None if it put nothing there."""
-    return _patching.installed(name)[1] if fastcommon.is_patched(name) else None
+    return helpers.replacement(name) if fastcommon.is_patched(name) else None
 
 
 def of_fastcommon(thing):
@@ -194,7 +194,7 @@ class Fastcommon(RuleBasedStateMachine):
         before = in_grpc()
         answer = check_answer()
         assert in_grpc() == before
-        owners = tuple(_patching.grpc_own(name) is GRPCS_OWN[name] for name in NAMES)
+        owners = tuple(helpers.grpcs_own(name) is GRPCS_OWN[name] for name in NAMES)
         assert self.checked.setdefault(owners, answer) == answer  # whatever fastcommon has done since
         if all(owners):
             assert answer == self.stock_check
@@ -202,8 +202,8 @@ class Fastcommon(RuleBasedStateMachine):
     @rule()
     def assess(self):
         before = in_grpc()
-        verdicts = _patching.assess()
-        assert in_grpc() == before and set(verdicts) == set(_patching.NAMES)
+        verdicts = helpers.verdicts()
+        assert in_grpc() == before and set(verdicts) == set(helpers.NAMES)
 
     # ---------------------------------------------------------------- the compiled module, given anything
 
@@ -221,13 +221,13 @@ class Fastcommon(RuleBasedStateMachine):
         if name == "a constructor" and hasattr(fast_common, "MetadatumConstructor"):
             function = fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4 if counted else -1).build
         elif name == "grpc's _Metadatum now":
-            function = _patching.in_grpc("_Metadatum")
+            function = helpers.held("_Metadatum")
         else:
             function = getattr(fast_common, name, None)
         if function is None:
             return
         kwargs = {"counter": 4 if counted else -1} if name == "MetadatumConstructor" else {}
-        quiet = _patching._ProbeRecords()  # this thread's records of a failing (de)serializer, out of the log
+        quiet = helpers.ProbeRecords()  # this thread's records of a failing (de)serializer, out of the log
         logging.getLogger("grpc._common").addFilter(quiet)
         try:
             with warnings.catch_warnings():
@@ -242,17 +242,17 @@ class Fastcommon(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES))
     def another_library_wraps(self, name):
-        there = _patching.in_grpc(name)
+        there = helpers.held(name)
         wrapper = wrapping(there)
-        setattr(*_patching.place(name), wrapper)
+        setattr(*helpers.holder(name), wrapper)
         self.wrappers.append((name, there, wrapper))
 
     @precondition(lambda self: self.wrappers)
     @rule()
     def another_library_unwraps(self):
         name, there, wrapper = self.wrappers.pop()
-        if _patching.in_grpc(name) is wrapper:  # as fastcommon does: never undo someone else's later patch
-            setattr(*_patching.place(name), there)
+        if helpers.held(name) is wrapper:  # as fastcommon does: never undo someone else's later patch
+            setattr(*helpers.holder(name), there)
 
     # ---------------------------------------------------------------- threads and fork
 
@@ -293,8 +293,8 @@ class Fastcommon(RuleBasedStateMachine):
         if pid == 0:  # the child: what it inherited answers as in the parent; then out, past everything
             status = 1
             try:
-                verdicts = _patching.assess()
-                same = (fastcommon.is_patched(), in_grpc()) == expected and set(verdicts) == set(_patching.NAMES)
+                verdicts = helpers.verdicts()
+                same = (fastcommon.is_patched(), in_grpc()) == expected and set(verdicts) == set(helpers.NAMES)
                 status = 0 if same and fastcommon.encode("\xe9") == b"\xc3\xa9" else 1
             finally:
                 os.write(writer, bytes([status]))
@@ -328,8 +328,8 @@ class Fastcommon(RuleBasedStateMachine):
         left = in_grpc(), fastcommon.is_patched()
         if left != (GRPCS_OWN, False):  # the next example starts on stock grpc whatever happened; this one fails
             for name, own in GRPCS_OWN.items():
-                setattr(*_patching.place(name), own)
-            _patching._installed.clear()
+                setattr(*helpers.holder(name), own)
+            helpers.forget_patch()
         assert left == (GRPCS_OWN, False)
 
 

@@ -8,10 +8,10 @@ else from the pure-Python reference fastcommon.common; IMPLEMENTATION says which
 loaded ("cython" or "python") and PURE_PYTHON_REASON why it is pure Python (None when it is not).
 """
 
+__version__ = "0.1.0"
+
 from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning, chosen
 from ._patching import is_patched, patch, patched, unpatch
-
-__version__ = "0.1.0"
 
 __all__ = [
     "IMPLEMENTATION",

@@ -9,8 +9,9 @@ import sys
 from typing import NoReturn
 
 import fastcommon
-from fastcommon import _adoption, _patching
+from fastcommon import _gate, _grpc, _launcher, _patching, _verdict
 from fastcommon._implementation import chosen
+from fastcommon._registry import BY_NAME, CLASS, HOMES, NAMES
 
 DESCRIPTION = """\
 fastcommon compiles the conversions and metadata objects grpcio builds in Python on every RPC, and
@@ -97,7 +98,7 @@ def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
     """Run a program under plain python, with every Python process of it adopted."""
     options, program = split_program(argv)
     parsed = run_parser.parse_args(options)
-    if parsed.report_file is not None and (problem := _adoption.report_file_problem(parsed.report_file)):
+    if parsed.report_file is not None and (problem := _launcher.report_file_problem(parsed.report_file)):
         run_parser.error(f"argument --report-file: {parsed.report_file}: {problem}")
     if sys.flags.ignore_environment or sys.flags.no_site:
         run_parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
@@ -106,7 +107,7 @@ def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
     if program == ["-m"] or program == ["-c"]:
         run_parser.error(f"argument {program[0]}: expected one argument")
     # python runs it, or says why not, as it would without fastcommon
-    _adoption.launch(program, report=parsed.report, report_file=parsed.report_file)
+    _launcher.launch(program, report=parsed.report, report_file=parsed.report_file)
 
 
 def show_status() -> None:
@@ -119,52 +120,29 @@ def show_status() -> None:
         print("build: abi3 (the Limited API), for CPythons newer than fastcommon's per-version wheels")
     print(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable})")
     try:
-        modules = _patching.grpc_modules()
+        found = _grpc.modules()
     except ImportError:
         print("grpcio: not installed")
         return
-    print(f"grpcio: {_patching.grpcio_version()} (fastcommon's suite ran against {', '.join(_patching.TESTED_GRPCIO)})")
-    verdicts = _patching.assess(modules)
-    width = max(map(len, _patching.NAMES))
-    home_width = max(map(len, _patching.HOMES.values()))
-    for name in _patching.NAMES:
-        own = _patching.grpc_own(name, modules)  # a function or a method has a fingerprint; a class, none
-        found = _patching.fingerprint(getattr(own, "__func__", own)) if name in _patching.KNOWN_FINGERPRINTS else None
-        if fastcommon.is_patched(name):
-            verdict = "fastcommon's, patched in this process"
-        elif verdicts[name] is not None:
-            verdict = f"patch() leaves grpc's own: {verdicts[name]}"
-        elif fastcommon.IMPLEMENTATION == "python":
-            verdict = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
-        else:
-            verdict = "patch() replaces it"
-        home = _patching.HOMES[name]
-        print(f"{name:<{width}}  in {home:<{home_width}}  fingerprint {found or '-':<8}  {verdict}")
+    print(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.tested()})")
+    owns = _patching.grpcs_own(found)
+    verdicts = _gate.assess(owns, found)
+    widths = max(map(len, NAMES)), max(map(len, HOMES))
+    for name, verdict in verdicts.items():
+        found_print = _gate.fingerprint_of(owns[name]) if BY_NAME[name].kind != CLASS else None  # a class has none
+        pure = fastcommon.IMPLEMENTATION == "python"
+        print(_verdict.status_line(verdict, found_print, fastcommon.is_patched(name), pure, widths))
 
 
 def check() -> int:
     """0 when patch() gives grpc everything fastcommon offers, compiled; else 1, with a line for each reason."""
     try:
-        verdicts = _patching.assess()
+        verdicts = _patching.verdicts()
     except ImportError as exc:
         print(f"fastcommon check: {exc}")
         return 1
-    problems = [
-        f"{name} (in {_patching.HOMES[name]}) stays grpc's: {reason}"
-        for name, reason in verdicts.items()
-        if reason is not None and not _patching.not_offered(name)
-    ]
-    if problems:
-        tested = ", ".join(_patching.TESTED_GRPCIO)
-        problems.append(f"(grpcio {_patching.grpcio_version()}; fastcommon's suite ran against grpcio {tested})")
-    if fastcommon.PURE_PYTHON_REASON:
-        problems.insert(0, f"fastcommon runs pure Python, which buys nothing: {fastcommon.PURE_PYTHON_REASON}")
-    if problems:
-        print("\n".join(f"fastcommon check: {problem}" for problem in problems))
-        return 1
-    replaced = [name for name, reason in verdicts.items() if reason is None]
-    print(f"fastcommon check: patch() replaces {', '.join(replaced)} on grpcio {_patching.grpcio_version()}")
-    return 0
+    print("\n".join(_verdict.check_lines(verdicts.values(), _grpc.version(), fastcommon.PURE_PYTHON_REASON)))
+    return 0 if _verdict.all_replaced(verdicts.values(), fastcommon.PURE_PYTHON_REASON) else 1
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,7 @@
-"""Which implementation fastcommon runs: the compiled module when it imports, else the pure reference.
+"""Which implementation fastcommon runs (the compiled module when it imports, else the pure reference), and
+what it puts in place of grpc's own.
 
-The one place the choice is made; the package, patching and adoption all import it from here.
+The one place the choice is made; the package, the gate, patching and the report all take it from here.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import importlib.machinery
 import os
 import types
 import warnings
+from typing import Any
 
-from . import common
+from . import _registry, common
 
 # Written by setup.py into the package: the extension failed to compile, or was not wanted.
 _BUILD_ERROR_FILE = "_extension_build_error.txt"
@@ -90,3 +92,42 @@ def _load_implementation() -> tuple[types.ModuleType, str | None]:
 
 chosen, PURE_PYTHON_REASON = _load_implementation()
 IMPLEMENTATION = "python" if chosen is common else "cython"
+
+
+def unoffered(replaceable: _registry.Replaceable) -> str | None:
+    """Why this implementation has nothing to put in place of ``replaceable`` (grpc's own then stays, unwarned)."""
+    if replaceable.kind == _registry.FUNCTION:
+        return None
+    if chosen is common:
+        return "fastcommon runs pure Python here, which does it no faster than grpc"
+    if replaceable.kind == _registry.CLASS and not hasattr(chosen, "MetadatumConstructor"):
+        return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
+    return None
+
+
+def metadatum_builder(cls: Any, counter: int = -1) -> Any:
+    """What builds grpc's metadata entries of class ``cls`` in its place, counting its calls at ``counter``."""
+    return chosen.MetadatumConstructor(cls, counter=counter).build
+
+
+def metadata_methods(owns: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
+    """What replaces grpc's own Metadata methods ``owns`` (by name), made together for ``cls``."""
+    counters = {name: _registry.BY_NAME[name].counter for name in owns} if counted else None
+    return dict(chosen.metadata_methods(owns, cls, counters=counters))
+
+
+def replacements(owns: dict[str, Any], metadata_class: Any, counted: bool = False) -> dict[str, Any]:
+    """What replaces each of grpc's own objects ``owns`` (by name); counting their calls in C where ``counted``."""
+    made: dict[str, Any] = {}
+    methods = {}
+    for name, own in owns.items():
+        replaceable = _registry.BY_NAME[name]
+        if replaceable.kind == _registry.FUNCTION:
+            made[name] = getattr(chosen, f"counted_{name}" if counted else name)
+        elif replaceable.kind == _registry.CLASS:
+            made[name] = metadatum_builder(own, replaceable.counter if counted else -1)
+        else:
+            methods[name] = own
+    if methods:
+        made |= metadata_methods(methods, metadata_class, counted)
+    return {name: made[name] for name in owns}

@@ -13,8 +13,8 @@ import logging
 from abc import get_cache_token
 
 cimport cython
-from cpython.bytes cimport PyBytes_Check, PyBytes_CheckExact
-from cpython.object cimport PyObject
+from cpython.bytes cimport PyBytes_CheckExact
+from cpython.object cimport PyObject, PyObject_IsInstance
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 
 cdef extern from "fast_common.h":
@@ -54,18 +54,16 @@ LIMITED_API = FASTCOMMON_LIMITED_API  # built for the Limited API: the abi3 whee
 cdef inline object _encode(object s):
     if PyUnicode_CheckExact(s):
         return PyUnicode_AsUTF8String(s)
-    if PyBytes_Check(s):
+    if PyBytes_CheckExact(s) or PyObject_IsInstance(s, bytes):  # grpc's isinstance honours a __class__ of bytes
         return s
-    # str subclasses and duck types: call their own encode, as grpc does.
-    return s.encode("utf8")
+    return s.encode("utf8")  # str subclasses and duck types: their own encode, as grpc calls it
 
 
 cdef inline object _decode(object b):
     if PyBytes_CheckExact(b):
         return PyUnicode_DecodeUTF8(fastcommon_bytes_data(b), fastcommon_bytes_size(b), "replace")
-    if PyBytes_Check(b):
-        # bytes subclasses: call their own decode, as grpc does.
-        return b.decode("utf-8", "replace")
+    if PyObject_IsInstance(b, bytes):  # not Cython's isinstance: a type check
+        return b.decode("utf-8", "replace")  # bytes subclasses and what says it is bytes: their own decode
     return b
 
 

@@ -23,10 +23,10 @@ _BOOTSTRAP_DIR = os.path.normcase(os.path.dirname(os.path.abspath(__file__)))
 def _adopt_grpc():
     # type: () -> None
     try:
-        from fastcommon import _adoption
+        from fastcommon import _launcher
     except ImportError:  # another interpreter, or an environment without fastcommon: grpc stays as it is
         return
-    _adoption.grpc_imported()
+    _launcher.grpc_imported()
 
 
 class _LoadThenAdopt(object):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -325,9 +326,10 @@ SCENARIOS: list[Scenario] = [
 ]  # fmt: skip
 
 
-def init_metadata_scenarios(metadata_class: Any, gzip: Any, no_compression: Any) -> list[Scenario]:
+def init_metadata_scenarios(metadata_class: Any) -> list[Scenario]:
     """What the gate compares of _init_metadata(metadata, compression): every kind of metadata a call is given."""
     pairs_iterator = iter(())
+    compression = sys.modules["grpc"].Compression  # imported with grpc.aio, whose Metadata this is
 
     class Sub(metadata_class):  # type: ignore[misc]
         pass
@@ -347,9 +349,9 @@ def init_metadata_scenarios(metadata_class: Any, gzip: Any, no_compression: Any)
         ("a bad pair", ((("k",),), None)),
         ("a bad pair last", ((*PAIRS, ("k", "v", "x")), None)),
         ("a key's hash empties a later pair", (((Hashing("a", (later := ["k", "v"]).clear), "x"), later), None)),
-        ("pairs, gzip", (PAIRS, gzip)),
-        ("None, gzip", (None, gzip)),
-        ("pairs, no compression", (PAIRS, no_compression)),
+        ("pairs, gzip", (PAIRS, compression.Gzip)),
+        ("None, gzip", (None, compression.Gzip)),
+        ("pairs, no compression", (PAIRS, compression.NoCompression)),
     ]
 
     def call(args: tuple[Any, Any]) -> Callable[[Any], Any]:

@@ -1,0 +1,150 @@
+"""The gate's probes of grpc._common's functions: every kind of input grpc passes or may pass, on grpc's and ours."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class _ProbeError(Exception):
+    """Raised by the probes' (de)serializer; the records it causes are kept out of the user's logs."""
+
+
+class _ProbeStr(str):
+    pass
+
+
+class _ProbeBytes(bytes):
+    pass
+
+
+class _PosingAsBytes:
+    """What isinstance() takes for bytes without being bytes, as unittest.mock.Mock(spec=bytes) is."""
+
+    @property  # type: ignore[misc]  # isinstance() reads __class__
+    def __class__(self) -> type:
+        return bytes
+
+    def decode(self, *args: Any) -> str:
+        return f"decoded{args}"
+
+    def __eq__(self, other: object) -> bool:  # one side's equals the other's
+        return type(other) is _PosingAsBytes
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "an object posing as bytes"
+
+
+def probe_values() -> list[Any]:
+    """Every kind of input grpc's callers pass or may pass; made fresh for each side, in case one mutates them."""
+    return [
+        b"/grpc.testing.BenchmarkService/UnaryCall",
+        "h\xe9llo \U0001f600\x00",
+        memoryview(b"zero-copy slice"),
+        bytearray(b"bytearray"),
+        [b"chunk one, ", b"chunk two"],
+        [memoryview(b"view one, "), memoryview(b"view two")],
+        [],
+        None,
+        _ProbeStr("str subclass"),
+        _ProbeBytes(b"bytes subclass"),
+        _PosingAsBytes(),
+        b"\xff\xfeh\xc3\xa9\xe2\x82",  # invalid UTF-8
+        "\ud800",  # a lone surrogate
+    ]
+
+
+def _observable(value: Any) -> Any:
+    """What can be compared of a value across calls: its type and contents, recursively for lists."""
+    if isinstance(value, memoryview):
+        return memoryview, value.tobytes()
+    if isinstance(value, list):
+        return list, [_observable(item) for item in value]
+    return type(value), value
+
+
+class _Transformer:
+    """A probe (de)serializer: records what it is handed, then returns it, or raises _ProbeError."""
+
+    def __init__(self, raises: bool) -> None:
+        self.raises = raises
+        self.handed: list[Any] = []
+
+    def __call__(self, message: Any) -> Any:
+        self.handed.append(_observable(message))
+        if self.raises:
+            raise _ProbeError("probe")
+        return message
+
+    def __repr__(self) -> str:
+        return "a (de)serializer that raises" if self.raises else "a (de)serializer that returns its input"
+
+
+class ProbeRecords(logging.Filter):
+    """Takes the probing thread's records on grpc._common's logger out of the logs, for comparison."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+        self.records: list[tuple[Any, ...]] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # A filter runs in the thread that logs (record.thread is None under logging.logThreads = False).
+        if threading.get_ident() != self.thread:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        self.records.append((record.levelno, record.getMessage(), type(exc), str(exc)))
+        return False
+
+
+def _probe_calls(arity: int) -> list[tuple[Any, _Transformer | None]]:
+    """The calls that probe a function of one argument (a conversion) or two (a wrapper): (value, transformer or
+    None), built fresh for each side."""
+    if arity == 1:
+        return [(value, None) for value in probe_values()]
+    calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in probe_values()]
+    calls += [(value, _Transformer(raises=False)) for value in probe_values()]
+    # The failure path depends on the input no more than the returning recorder already shows:
+    # bytes, a memoryview and a list of chunks, the three that grpc hands over, are enough.
+    values = probe_values()
+    calls += [(values[i], _Transformer(raises=True)) for i in (0, 2, 4)]
+    return calls
+
+
+def _outcomes(arity: int, function: Callable[..., Any], records: ProbeRecords) -> list[tuple[Any, ...]]:
+    """Everything observable about ``function`` on each probe."""
+    outcomes = []
+    for value, transformer in _probe_calls(arity):
+        args = (value,) if arity == 1 else (value, transformer)
+        del records.records[:]
+        try:
+            result = function(*args)
+        except Exception as exc:
+            observed: tuple[Any, ...] = ("raised", type(exc), str(exc))
+        else:
+            observed = ("returned", _observable(result), result is value)
+        handed = transformer.handed if transformer is not None else None
+        outcomes.append((observed, list(records.records), handed))
+    return outcomes
+
+
+def difference(name: str, arity: int, grpcs: Callable[..., Any], ours: Callable[..., Any]) -> str | None:
+    """The first probe on which grpc's function ``name`` and ours differ, described; None if they never do."""
+    logger = logging.getLogger("grpc._common")
+    records = ProbeRecords()
+    logger.addFilter(records)
+    try:
+        theirs, mine = _outcomes(arity, grpcs, records), _outcomes(arity, ours, records)
+    finally:
+        logger.removeFilter(records)
+    if theirs == mine:
+        return None
+    index = next(i for i, (their, my) in enumerate(zip(theirs, mine, strict=False)) if their != my)
+    value, transformer = _probe_calls(arity)[index]
+    argument = "" if arity == 1 else f", {transformer or 'None'}"
+    return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"

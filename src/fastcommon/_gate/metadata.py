@@ -1,0 +1,93 @@
+"""The gate's judgement of grpc.aio's Metadata: its class's shape, then probes of its methods, run together.
+
+fastcommon's methods are made for one class and call each other as that class holds them, so they are
+probed together, as they run: each scenario of metadata_probes runs on a subclass of grpc's Metadata that
+holds grpc's own methods, and on one that holds fastcommon's in their place. Where together they differ, each
+is probed alone, so that the verdict names the one that does.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from . import metadata_probes as probes
+
+# What makes fastcommon's methods: (grpc's own by name, the class they are made for) -> fastcommon's by name.
+Make = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def class_difference(cls: Any, ordered_dict: Any, channel_metadata: Any) -> str | None:
+    """How grpc.aio's Metadata class differs from the one fastcommon's methods are made for; None if it does not.
+    ``ordered_dict`` and ``channel_metadata``: what grpc.aio._metadata calls OrderedDict and grpc.aio._channel
+    calls Metadata, the module globals grpc's methods look up."""
+    usual = isinstance(cls, type)
+    checks = [
+        (usual and type(cls).__call__ is type.__call__, "a class that is called as type calls one"),
+        (usual and cls.__new__ is object.__new__, "object's __new__"),
+        (
+            usual
+            and cls.__getattribute__ is object.__getattribute__
+            and cls.__setattr__ is object.__setattr__
+            and not hasattr(cls, "__getattr__"),
+            "object's attribute access",
+        ),
+        (not hasattr(cls, "_metadata"), "instances that hold their own _metadata"),
+        (ordered_dict is collections.OrderedDict, "an OrderedDict"),
+        (channel_metadata is cls, "grpc.aio._channel's Metadata"),
+    ]
+    missing = [what for holds, what in checks if not holds]
+    if missing:
+        return f"its Metadata class is not the one fastcommon's suite ran against (it lacks: {', '.join(missing)})"
+    return None
+
+
+def differences(owns: dict[str, Any], cls: Any, make: Make, init_metadata: str | None) -> dict[str, str | None]:
+    """For each of grpc's own methods ``owns`` (by name), why fastcommon's may not replace it, or None; probed
+    together. ``init_metadata``: the name of _init_metadata among them, which is probed on calls of its own."""
+    if not owns:
+        return {}
+    return dict(_probed(tuple(owns), tuple(owns.values()), cls, make, init_metadata))
+
+
+@functools.lru_cache(maxsize=16)
+def _probed(
+    names: tuple[str, ...], owns: tuple[Any, ...], cls: Any, make: Make, init_metadata: str | None
+) -> tuple[tuple[str, str | None], ...]:
+    """differences(), remembered: its verdicts follow from these objects alone (a patch() undone and done again asks
+    again), the class's shape being checked before, every time."""
+    held = dict(zip(names, owns, strict=True))
+    theirs = _outcomes(held, [], cls, make, init_metadata)  # grpc's own, once: each difference compares with it
+
+    def difference(replaced: list[str]) -> str | None:
+        mine = _outcomes(held, replaced, cls, make, init_metadata)
+        differing = (label for (label, a), (_, b) in zip(theirs, mine, strict=True) if a != b)
+        return next((f"it differs on a probe: {label}" for label in differing), None)
+
+    together = difference(list(names))
+    if together is None:
+        return tuple((name, None) for name in names)
+    alone = [(name, difference([name])) for name in names]
+    if any(why for _, why in alone):
+        return tuple(alone)
+    return tuple((name, f"{together}, with fastcommon's other Metadata methods") for name in names)
+
+
+def _outcomes(
+    owns: dict[str, Any], replaced: list[str], cls: Any, make: Make, init_metadata: str | None
+) -> list[tuple[str, Any]]:
+    """Each probe's outcome with grpc's own methods, fastcommon's for those ``replaced``."""
+    methods = {name: own for name, own in owns.items() if name != init_metadata}
+    probe = type(cls.__name__, (cls,), {name.rpartition(".")[2]: own for name, own in methods.items()})
+    ours = {name: methods[name] for name in replaced if name in methods}
+    for name, made in make(ours, probe).items():
+        setattr(probe, name.rpartition(".")[2], made)
+    outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.SCENARIOS]
+    if init_metadata is not None:
+        own = owns[init_metadata]
+        function = make({init_metadata: own}, cls)[init_metadata] if init_metadata in replaced else own
+        scenarios = probes.init_metadata_scenarios(cls)
+        outcomes += [(label, probes.outcome(scenario, function.__func__)) for label, scenario in scenarios]
+    return outcomes

@@ -1,0 +1,82 @@
+"""The gate's judgement of grpc's metadata entry class, cygrpc._Metadatum: its shape, then probes of what it builds."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import gc
+import types
+from collections.abc import Callable
+from typing import Any
+
+from .._registry import USER_AGENT
+
+
+@functools.cache
+def _reference_metadatum() -> Any:
+    """The namedtuple as grpc defines it, to compare against; made when first needed (32 µs), not at import."""
+    return collections.namedtuple("_Metadatum", ("key", "value"))
+
+
+def class_difference(cls: Any) -> str | None:
+    """How grpc's metadata entry class differs from the namedtuple fastcommon builds; None if it does not."""
+    reference = _reference_metadatum()
+    new = getattr(cls, "__new__", None)
+    checks = [
+        (isinstance(cls, type) and type(cls) is type and cls.__mro__[1:] == (tuple, object), "a plain tuple subclass"),
+        (getattr(cls, "_fields", None) == ("key", "value"), "fields ('key', 'value')"),
+        (getattr(cls, "__dictoffset__", None) == 0 and getattr(cls, "__weakrefoffset__", None) == 0, "no __dict__"),
+        (getattr(cls, "__init__", None) is tuple.__init__, "no __init__ of its own"),
+        (
+            isinstance(new, types.FunctionType)
+            and new.__code__.co_code == reference.__new__.__code__.co_code
+            and new.__code__.co_names == reference.__new__.__code__.co_names
+            and new.__defaults__ is None
+            and new.__globals__.get("_tuple_new") is tuple.__new__,
+            "namedtuple's own __new__",
+        ),
+    ]
+    missing = [what for holds, what in checks if not holds]
+    return f"it is not the namedtuple fastcommon builds (it lacks: {', '.join(missing)})" if missing else None
+
+
+PROBES: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    (USER_AGENT, {}),
+    (("trace-proto-bin", b"\x00\xff\x80binary"), {}),
+    (("", ""), {}),
+    (("x-caf\xe9", "na\xefve \U0001f600"), {}),
+    (("key", "value"), {"extra": 1}),
+    ((), {"key": "k", "value": "v"}),
+    (("k",), {}),
+    (("k", "v", "surplus"), {}),
+    ((), {}),
+]
+
+
+def _outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Everything observable about one construction: the object and its behaviour, or the exception."""
+    try:  # observing too: whatever a changed class does, the gate answers and never raises
+        entry = build(*args, **kwargs)
+        given = (*args, *kwargs.values())
+        return (
+            "returned",
+            type(entry),
+            tuple(entry),
+            [item is argument for item, argument in zip(entry, given, strict=False)],
+            repr(entry),
+            hash(entry),
+            entry._asdict(),
+            entry._replace(value="replaced"),
+            gc.is_tracked(entry),
+            entry.__reduce_ex__(2)[1:],
+        )
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+def difference(cls: Any, build: Callable[..., Any]) -> str | None:
+    """The first probe on which the entries ``build`` makes differ from grpc's class's own, described; None if none."""
+    for args, kwargs in PROBES:
+        if _outcome(cls, args, kwargs) != _outcome(build, args, kwargs):
+            return f"it differs on a probe: _Metadatum(*{args!r:.40}, **{kwargs!r})"
+    return None

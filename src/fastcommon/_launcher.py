@@ -1,0 +1,82 @@
+"""`python -m fastcommon run`: reaching every Python process of a program.
+
+``launch`` runs the program under plain ``python`` (``exec``, so argv, ``__main__``, exit codes and signals are
+python's own) with fastcommon's bootstrap directory first on PYTHONPATH. Python runs
+``_bootstrap/sitecustomize.py`` at start-up in the program and in every child that inherits that environment
+(multiprocessing's spawn and forkserver workers, ``subprocess`` runs of Python); fork children inherit the
+parent's state. The bootstrap calls ``grpc_imported`` once a process has imported grpc: only then is fastcommon
+imported and grpc patched, counting its calls for the report under ``--report`` (_report.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import warnings
+from typing import NoReturn
+
+from ._implementation import FastcommonWarning
+from ._patching import patch
+from ._report import REPORT
+
+# Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
+REPLACE_PROCESS = sys.platform != "win32"
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
+REPORT_VARIABLE = "FASTCOMMON_REPORT"  # "1": each adopted process reports on stderr as it ends
+REPORT_FILE_VARIABLE = "FASTCOMMON_REPORT_FILE"  # a path: each also appends its report there, as a JSON line
+
+
+def environment(report: bool, report_file: str | None = None) -> dict[str, str]:
+    """The environment a program runs in under `python -m fastcommon run`."""
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
+    environ.pop(REPORT_VARIABLE, None)
+    environ.pop(REPORT_FILE_VARIABLE, None)
+    if report or report_file:
+        environ[REPORT_VARIABLE] = "1"
+    if report_file:
+        environ[REPORT_FILE_VARIABLE] = os.path.abspath(report_file)  # the program and its children may chdir
+    return environ
+
+
+def report_file_problem(path: str) -> str | None:
+    """Why reports cannot be appended to ``path`` (a directory, a folder that is missing, no permission), or None.
+    Opening it for appending creates it, empty, where it does not exist yet."""
+    if os.path.isdir(path):
+        return "is a directory"
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def launch(program: list[str], report: bool, report_file: str | None = None) -> NoReturn:
+    """Run ``python [interpreter options] <program>`` in place of this process, adopted."""
+    # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
+    command = [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
+    environ = environment(report, report_file)
+    if REPLACE_PROCESS:
+        os.execve(sys.executable, command, environ)
+    # The program as a child, its status passed on. Ctrl+C reaches the whole console, the child
+    # included; this process only waits for it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(subprocess.call(command, env=environ))
+
+
+def reporting() -> bool:
+    """Whether this process was started to report (run --report or --report-file)."""
+    return os.environ.get(REPORT_VARIABLE, "") not in ("", "0") or bool(os.environ.get(REPORT_FILE_VARIABLE))
+
+
+def grpc_imported() -> None:
+    """Called by the bootstrap once this process has imported grpc: patch it, counting its calls under --report."""
+    try:
+        if reporting():
+            REPORT.start(os.environ.get(REPORT_VARIABLE, "") not in ("", "0"), os.environ.get(REPORT_FILE_VARIABLE))
+        else:
+            patch()
+    except Exception as exc:  # a failure here must not take the program down with it
+        warnings.warn(f"fastcommon could not patch grpc: {exc!r}", FastcommonWarning, stacklevel=2)
