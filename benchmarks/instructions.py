@@ -37,6 +37,16 @@ COMPILED = IMPLEMENTATIONS[-1]
 MARKER = "getppid"
 
 
+class FromC:
+    """A function called from C, as grpc's Cython core calls the metadata entry: deque(map(f, keys, values), 0)."""
+
+    def __init__(self, function):
+        self.function = function
+
+
+FROM_C = ("grpc's _Metadatum", "fastcommon's constructor", "counted (--report)", "operator.is_, a builtin of two")
+
+
 class MetadataPath:
     """What a grpc.aio call does with its metadata, timed in the loop itself: tuple(init_metadata(m, None))."""
 
@@ -47,6 +57,8 @@ class MetadataPath:
 def child(calls):
     """Run the marked loops; the parent reads the counters callgrind dumped."""
     import importlib
+    import operator
+    from collections import deque
     from itertools import repeat
 
     from grpc._cython import cygrpc
@@ -62,6 +74,10 @@ def child(calls):
             def run(n, k=arguments[0], v=arguments[1]):
                 for _ in repeat(None, n):
                     (k, v)  # noqa: B018
+        elif isinstance(function, FromC):
+
+            def run(n, f=function.function, k=arguments[0], v=arguments[1]):
+                deque(map(f, repeat(k, n), repeat(v, n)), 0)
         elif isinstance(function, MetadataPath):
 
             def run(n, f=function.init_metadata, m=arguments[0]):
@@ -89,7 +105,7 @@ def child(calls):
         module = importlib.import_module(module_name)
         measured += [(f"{module_name} {label}", getattr(module, name), (x,)) for label, name, x in CASES]
     compiled = importlib.import_module(COMPILED)
-    measured += [(f"counted {label}", getattr(compiled, f"counted_{name}"), (x,)) for label, name, x in CASES]
+    measured += [(f"counted {label}", getattr(compiled.Counted(0), name), (x,)) for label, name, x in CASES]
     measured += [(METADATUM_CASES[0], cygrpc._Metadatum, HEADER), (METADATUM_CASES[2], tuple, HEADER)]
     from grpc.aio._channel import _BaseMultiCallable
 
@@ -101,8 +117,12 @@ def child(calls):
         measured += [(f"{label} | floor", tuple, (metadata or (),))]
     if hasattr(compiled, "MetadatumConstructor"):  # not in a Limited API (abi3) build
         constructor = compiled.MetadatumConstructor
-        measured += [(METADATUM_CASES[1], constructor(cygrpc._Metadatum).build, HEADER)]
-        measured += [("counted metadatum", constructor(cygrpc._Metadatum, counter=0).build, HEADER)]
+        measured += [(METADATUM_CASES[1], constructor(cygrpc._Metadatum), HEADER)]
+        measured += [("counted metadatum", constructor(cygrpc._Metadatum, counter=0), HEADER)]
+        from_c = (cygrpc._Metadatum, constructor(cygrpc._Metadatum), constructor(cygrpc._Metadatum, counter=0))
+        measured += [
+            (f"from C: {label}", FromC(f), HEADER) for label, f in zip(FROM_C, (*from_c, operator.is_), strict=True)
+        ]
 
     def measure(cases):
         for _, function, arguments in cases:
@@ -164,7 +184,7 @@ def count(python, calls):
     # Dumps come in threes per case (warm-up, N, 2N); the last file is the rest of the run.
     per_iteration = {label: (totals[3 * i + 2] - totals[3 * i + 1]) / calls for i, label in enumerate(labels)}
     loop = per_iteration.pop("loop")
-    costs = {label: cost - loop for label, cost in per_iteration.items()}
+    costs = {label: cost - (0 if label.startswith("from C") else loop) for label, cost in per_iteration.items()}
     for i, label in enumerate(labels):
         if label.startswith(tuple(AIO_METADATA)):
             costs[f"{label} | where"] = {
@@ -209,6 +229,10 @@ def table(python, calls):
         lines.append(
             f"| counted (--report) | {costs['counted metadatum']:.1f} | {costs['counted metadatum'] / stock:.2f} |"
         )
+    if ours is not None:
+        lines += ["", "| called from C, as grpc's core calls it: deque(map(f, keys, values), 0) | per item |"]
+        lines.append("|---|---:|")
+        lines += [f"| {label} | {costs[f'from C: {label}']:.1f} |" for label in FROM_C]
     lines += [
         "",
         "| a grpc.aio call's metadata: tuple(_init_metadata(metadata, None)) | grpc.aio | fastcommon | / grpc's "

@@ -187,7 +187,7 @@ def run_per_call(runner, message_class, more_inputs):
     bench(runner, benches, f"{METADATUM} | {METADATUM_GRPC}", grpcs, *HEADER)
     compiled = modules["fastcommon.fast_common"]
     if hasattr(compiled, "MetadatumConstructor"):  # not in pure Python, nor in a Limited API (abi3) build
-        constructor = compiled.MetadatumConstructor(grpcs).build
+        constructor = compiled.MetadatumConstructor(grpcs)
         bench(runner, benches, f"{METADATUM} | fastcommon.fast_common", constructor, *HEADER)
     benches[f"{METADATUM} | {TUPLE_FLOOR}"] = runner.bench_time_func(
         f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, *HEADER, inner_loops=UNROLL

@@ -93,18 +93,16 @@ def abi3_build():
 
 
 def expected_patch():
-    """What patch() replaces on stock grpc, from the build's facts: the compiled module adds the metadata entry
-    (not in a Limited API build, which cannot know a tuple's layout) and the Metadata methods this grpcio has."""
+    """What patch() replaces on stock grpc, from the build's facts: the compiled module adds the metadata entry and
+    the Metadata methods this grpcio has, but a Limited API build, which cannot know a tuple's or an OrderedDict's
+    layout, leaves the entry and __iter__ to grpc."""
     import fastcommon
 
     if fastcommon.IMPLEMENTATION != "cython":
         return FUNCTIONS
-    return FUNCTIONS + (() if abi3_build() else ("_Metadatum",)) + tuple(GRPC_METADATA_OWNS)
-
-
-def holder_of(build):
-    """The MetadatumConstructor behind what grpc calls: the builtin method's __self__ (3.11-3.14), or itself."""
-    return getattr(build, "__self__", build)
+    if abi3_build():
+        return FUNCTIONS + tuple(name for name in GRPC_METADATA_OWNS if name != "Metadata.__iter__")
+    return FUNCTIONS + ("_Metadatum",) + tuple(GRPC_METADATA_OWNS)
 
 
 def pytest_report_header():

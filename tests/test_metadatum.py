@@ -9,7 +9,7 @@ import sys
 import warnings
 
 import pytest
-from conftest import NEEDS_GRPCIO, expected_patch, holder_of
+from conftest import NEEDS_GRPCIO, expected_patch
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -33,7 +33,7 @@ compiled_constructor = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def constructor():
-    return fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM).build
+    return fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM)
 
 
 def observed(build, *args, **kwargs):
@@ -88,24 +88,28 @@ def test_any_other_call_is_grpcs_own_class_answering(constructor, args, kwargs):
 
 
 @compiled_constructor
-def test_a_constructor_holds_its_class_and_gives_it_back(constructor):
-    holder = holder_of(constructor)
-    assert holder.cls is GRPC_METADATUM and holder.counter == -1
-    if (3, 11) <= sys.version_info < (3, 15):  # a builtin method, called without a hop; else the object itself
-        assert type(constructor).__name__ == "builtin_function_or_method" and constructor.__name__ == "_Metadatum"
-    else:
-        assert constructor is holder
+def test_a_constructor_holds_its_one_class_and_answers_as_that_class(constructor):
+    assert type(constructor) is fastcommon.fast_common.MetadatumConstructor  # what grpc calls: the object itself
+    assert type(constructor("k", "v")) is GRPC_METADATUM
     before = sys.getrefcount(GRPC_METADATUM)
-    made = [fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4).build for _ in range(100)]
-    assert sys.getrefcount(GRPC_METADATUM) == before + 100 and holder_of(made[0]).counter == 4
+    made = [fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4) for _ in range(100)]
+    assert sys.getrefcount(GRPC_METADATUM) == before + 100
     del made
     assert sys.getrefcount(GRPC_METADATUM) == before
-    with pytest.raises(AttributeError):
-        holder.cls = tuple  # nothing can change the class a constructor builds
-    with pytest.raises(AttributeError):
-        constructor.__self__ = holder  # a builtin method's, read-only; the object itself has none to set
+    for name in ("_fields", "_make", "_field_defaults", "__name__", "__qualname__", "__module__", "__doc__"):
+        assert getattr(constructor, name) == getattr(GRPC_METADATUM, name), name
+    assert repr(constructor) == repr(GRPC_METADATUM)
+    assert isinstance(GRPC_METADATUM("k", "v"), constructor) and not isinstance(("k", "v"), constructor)
+    assert issubclass(GRPC_METADATUM, constructor) and issubclass(constructor, tuple)
+
+    class Sub(constructor):  # a class statement subclasses the class
+        pass
+
+    assert Sub.__mro__[1] is GRPC_METADATUM and isinstance(Sub("k", "v"), constructor)
+    del Sub
+    gc.collect()  # a class is in a cycle with itself: it holds grpc's class until a collection
     with pytest.raises(TypeError):
-        type("Sub", (type(holder),), {})  # nor be a subclass of it
+        type("Sub", (type(constructor),), {})  # nothing can subclass the constructor's own type
     with pytest.raises(ValueError):
         fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=10**6)
 
@@ -127,8 +131,8 @@ def test_patch_replaces_the_class_where_offered_and_unpatch_restores_it():
     try:
         assert ("_Metadatum" in replaced) == OFFERED == fastcommon.is_patched("_Metadatum")
         if OFFERED:
-            assert type(holder_of(cygrpc._Metadatum)) is fastcommon.fast_common.MetadatumConstructor
-            assert holder_of(cygrpc._Metadatum).cls is GRPC_METADATUM
+            assert type(cygrpc._Metadatum) is fastcommon.fast_common.MetadatumConstructor
+            assert type(cygrpc._Metadatum("k", "v")) is GRPC_METADATUM
         else:
             assert cygrpc._Metadatum is GRPC_METADATUM
             assert helpers.unoffered("_Metadatum").startswith(
@@ -291,9 +295,9 @@ def test_the_metadata_entries_grpc_builds_come_from_fastcommon_when_patched(stub
     before = fastcommon.fast_common.calls()[counter]
     with fastcommon.patched():
         constructor = cygrpc._Metadatum
-        assert type(holder_of(constructor)) is fastcommon.fast_common.MetadatumConstructor
+        assert type(constructor) is fastcommon.fast_common.MetadatumConstructor
         # As `run --report` installs it: a counted constructor of grpc's class, so that each entry is counted.
-        cygrpc._Metadatum = fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=counter).build
+        cygrpc._Metadatum = fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=counter)
         try:
             sync_round_trip(stubs, HEADERS)
         finally:

@@ -112,7 +112,7 @@ odd += [(collections.namedtuple("N", "a b"),), (type("T", (tuple,), {}),), (cygr
 answered = {}
 callables = {name: value for name, value in vars(fast_common).items() if callable(value) and name[:2] != "__"}
 if hasattr(fast_common, "MetadatumConstructor"):
-    callables["a constructor of grpc's class"] = fast_common.MetadatumConstructor(cygrpc._Metadatum).build
+    callables["a constructor of grpc's class"] = fast_common.MetadatumConstructor(cygrpc._Metadatum)
 for name, function in sorted(callables.items()):
     for args in odd:
         for kwargs in ({}, {"counter": 4}, {"counter": -2}, {"counters": {}}, {"key": "k", "value": "v"}):

@@ -226,7 +226,7 @@ from inputs import METHOD, serialize_raises_exception
 logging.getLogger("grpc._common").disabled = True  # the failing serializer's path, without 100,000 records
 fastcommon.patch()
 constructor = cygrpc._Metadatum
-holder = getattr(constructor, "__self__", constructor)  # the builtin method's MetadatumConstructor, or itself
+entry_class = type(constructor("k", "v"))
 from grpc.aio import Metadata
 from grpc.aio._channel import _BaseMultiCallable
 
@@ -255,14 +255,14 @@ calls = {
     "serialize": (fast_common.serialize, (METHOD, str.encode)),
     "serialize, failing": (fast_common.serialize, (METHOD, serialize_raises_exception)),
     "deserialize": (fast_common.deserialize, (b"x", None)),
-    "counted_encode": (fast_common.counted_encode, (METHOD,)),
-    "counted_decode": (fast_common.counted_decode, (b"x",)),
-    "counted_serialize": (fast_common.counted_serialize, (METHOD, None)),
-    "counted_deserialize": (fast_common.counted_deserialize, (b"x", bytes)),
+    "counted encode": (fast_common.Counted(0).encode, (METHOD,)),
+    "counted decode": (fast_common.Counted(1).decode, (b"x",)),
+    "counted serialize": (fast_common.Counted(2).serialize, (METHOD, None)),
+    "counted deserialize": (fast_common.Counted(3).deserialize, (b"x", bytes)),
     "calls": (fast_common.calls, ()),
     "patch()'s constructor(k, v)": (constructor, ("user-agent", "grpc-python")),
     "patch()'s constructor, any other call": (constructor, ("k",)),
-    "MetadatumConstructor(cls)": (fast_common.MetadatumConstructor, (holder.cls,)),
+    "MetadatumConstructor(cls)": (fast_common.MetadatumConstructor, (entry_class,)),
     "MetadatumConstructor(refused)": (fast_common.MetadatumConstructor, (len,)),
     "grpc.aio Metadata: a call's path, reads, sets, iteration while adding": (metadata_methods, ()),
     "grpc.aio Metadata, off the fast path": (Metadata, ((1, "v"), ["k", "v"], ("k", None))),

@@ -210,8 +210,8 @@ class Fastcommon(RuleBasedStateMachine):
     @precondition(lambda self: fast_common is not None)
     @rule(
         name=st.sampled_from(
-            ["encode", "decode", "serialize", "deserialize", "counted_encode", "counted_decode",
-             "counted_serialize", "counted_deserialize", "calls", "MetadatumConstructor", "a constructor",
+            ["encode", "decode", "serialize", "deserialize", "counted encode", "counted decode",
+             "counted serialize", "counted deserialize", "Counted", "calls", "MetadatumConstructor", "a constructor",
              "grpc's _Metadatum now"]
         ),
         args=st.lists(ODD, max_size=3),
@@ -219,9 +219,11 @@ class Fastcommon(RuleBasedStateMachine):
     )  # fmt: skip
     def call_compiled(self, name, args, counted):
         if name == "a constructor" and hasattr(fast_common, "MetadatumConstructor"):
-            function = fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4 if counted else -1).build
+            function = fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4 if counted else -1)
         elif name == "grpc's _Metadatum now":
             function = helpers.held("_Metadatum")
+        elif name.startswith("counted "):
+            function = getattr(fast_common.Counted(4), name.split()[1])
         else:
             function = getattr(fast_common, name, None)
         if function is None:

@@ -102,12 +102,14 @@ def unoffered(replaceable: _registry.Replaceable) -> str | None:
         return "fastcommon runs pure Python here, which does it no faster than grpc"
     if replaceable.kind == _registry.CLASS and not hasattr(chosen, "MetadatumConstructor"):
         return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
+    if replaceable.kind in _registry.METADATA_KINDS and replaceable.attribute not in chosen.MAKERS:
+        return "this build of fastcommon (the Limited API, abi3) does not build it: an OrderedDict's is CPython's own"
     return None
 
 
 def metadatum_builder(cls: Any, counter: int = -1) -> Any:
     """What builds grpc's metadata entries of class ``cls`` in its place, counting its calls at ``counter``."""
-    return chosen.MetadatumConstructor(cls, counter=counter).build
+    return chosen.MetadatumConstructor(cls, counter=counter)
 
 
 def metadata_methods(owns: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
@@ -123,7 +125,7 @@ def replacements(owns: dict[str, Any], metadata_class: Any, counted: bool = Fals
     for name, own in owns.items():
         replaceable = _registry.BY_NAME[name]
         if replaceable.kind == _registry.FUNCTION:
-            made[name] = getattr(chosen, f"counted_{name}" if counted else name)
+            made[name] = getattr(chosen.Counted(replaceable.counter) if counted else chosen, name)
         elif replaceable.kind == _registry.CLASS:
             made[name] = metadatum_builder(own, replaceable.counter if counted else -1)
         else:

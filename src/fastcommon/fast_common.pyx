@@ -3,58 +3,72 @@
 # decode are METH_O, the calls CPython 3.11+ specializes (CALL_BUILTIN_O).
 """Compiled twin of fastcommon.common: the same four functions, exact str/bytes on the C-API route.
 
-Also MetadatumConstructor, whose builtin method builds grpc's metadata entries directly, and grpc.aio's
-Metadata methods (their C is in fast_common.h); and counted twins for ``python -m fastcommon run
---report``: the same code with a C counter in front, no Python frame.
+Also grpc.aio's Metadata methods, compiled from grpc's own code; MetadatumConstructor (metadatum.h), which builds
+grpc's metadata entries; and counted twins for ``python -m fastcommon run --report``: the same code with a C
+counter in front (counters.h), no Python frame.
 """
 
 import collections
 import logging
+import sys
 from abc import get_cache_token
 
 cimport cython
 from cpython.bytes cimport PyBytes_CheckExact
-from cpython.object cimport PyObject, PyObject_IsInstance
+from cpython.dict cimport PyDict_GetItemRef, PyDict_Next
+from cpython.object cimport Py_TYPE, PyObject, PyObject_IsInstance, PyTypeObject, newfunc
+from cpython.ref cimport Py_DECREF
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 
-cdef extern from "fast_common.h":
+cdef extern from "Python.h":
+    void *PyType_GetSlot(PyTypeObject *, int)
+    enum: Py_tp_iter, Py_tp_new
+
+cdef extern from "compat.h":
+    bint FASTCOMMON_LIMITED_API
     char *fastcommon_bytes_data(object)
     Py_ssize_t fastcommon_bytes_size(object)
+    object fastcommon_new_ordered_dict(object)
+    int fastcommon_ordered_set(object, object, object) except -1
+    object fastcommon_list_of(object)
+    Py_ssize_t fastcommon_list_size(PyObject *)
+
+cdef extern from "Python.h":  # on what PyDict_Next lends: no reference taken, none given back
+    bint _str_exact "PyUnicode_CheckExact"(PyObject *)
+    bint _list_exact "PyList_CheckExact"(PyObject *)
+
+cdef extern from "counters.h":
     int FASTCOMMON_MAX_COUNTERS
-    bint FASTCOMMON_HAS_METADATUM
-    bint FASTCOMMON_LIMITED_API
     void fastcommon_count(Py_ssize_t) noexcept nogil
     void fastcommon_count_by(Py_ssize_t, Py_ssize_t) noexcept nogil
     unsigned long long fastcommon_count_of(Py_ssize_t) noexcept nogil
-    int fastcommon_no_gc() noexcept
-    void fastcommon_restore_gc(int) noexcept
-    bint fastcommon_plain_str_pairs(tuple) noexcept
-    int fastcommon_add(object, object, object) except -1
-    Py_ssize_t fastcommon_fill(object, tuple, Py_ssize_t, bint) except -1
-    Py_ssize_t fastcommon_count_values(object) noexcept
-    object fastcommon_value_at(list, Py_ssize_t, object)
-    object fastcommon_get(object, object, object)
-    bint fastcommon_is_usual_class(object) noexcept
-    bint fastcommon_has_plain_attributes(object) noexcept
-    object fastcommon_class_own(object, object, object)
-    int fastcommon_is_bound(object, object, object) except -1
-    object fastcommon_new_instance(object)
-    object fastcommon_call_method1(object, object, object)
-    object fastcommon_call_method2(object, object, object, object)
-    object fastcommon_constructor_type()
-    object fastcommon_iterator_type(object)
-    object fastcommon_iterator_new(object, object)
-    object fastcommon_new_ordered_dict()
+    unsigned long long *fastcommon_counter_at(Py_ssize_t) noexcept nogil
+    void fastcommon_increment(unsigned long long *) noexcept nogil
 
-cdef object _LOGGER = logging.getLogger("grpc._common")
+cdef extern from "iterator.h":
+    bint FASTCOMMON_HAS_ITERATOR
+    object fastcommon_iterator_type()
+    object fastcommon_iterator_new(object, object, object)
+
+cdef extern from "metadatum.h":
+    bint FASTCOMMON_HAS_METADATUM
+    object fastcommon_constructor_type()
 
 LIMITED_API = FASTCOMMON_LIMITED_API  # built for the Limited API: the abi3 wheel, for CPythons newer than fastcommon
+MAX_COUNTERS = FASTCOMMON_MAX_COUNTERS
 
+cdef object _LOGGER = logging.getLogger("grpc._common")
+cdef object _modules = sys.modules
+
+
+# grpc asks isinstance(x, bytes), which honours a __class__ that says bytes (unittest.mock's spec=bytes): an exact
+# str or bytes cannot say otherwise; anything else is asked as grpc asks it (PyObject_IsInstance, not Cython's
+# isinstance, which checks the type alone).
 
 cdef inline object _encode(object s):
     if PyUnicode_CheckExact(s):
         return PyUnicode_AsUTF8String(s)
-    if PyBytes_CheckExact(s) or PyObject_IsInstance(s, bytes):  # grpc's isinstance honours a __class__ of bytes
+    if PyBytes_CheckExact(s) or PyObject_IsInstance(s, bytes):
         return s
     return s.encode("utf8")  # str subclasses and duck types: their own encode, as grpc calls it
 
@@ -62,9 +76,15 @@ cdef inline object _encode(object s):
 cdef inline object _decode(object b):
     if PyBytes_CheckExact(b):
         return PyUnicode_DecodeUTF8(fastcommon_bytes_data(b), fastcommon_bytes_size(b), "replace")
-    if PyObject_IsInstance(b, bytes):  # not Cython's isinstance: a type check
-        return b.decode("utf-8", "replace")  # bytes subclasses and what says it is bytes: their own decode
-    return b
+    if PyUnicode_CheckExact(b) or not PyObject_IsInstance(b, bytes):
+        return b
+    return b.decode("utf-8", "replace")  # bytes subclasses and what says it is bytes: their own decode
+
+
+cdef object _logger():
+    """The logger grpc._common's _transform logs on: its _LOGGER at the time of the call, once grpc is imported."""
+    grpc_common = _modules.get("grpc._common")
+    return _LOGGER if grpc_common is None else grpc_common._LOGGER
 
 
 cdef inline object _transform(object message, object transformer, str exception_message):
@@ -73,7 +93,7 @@ cdef inline object _transform(object message, object transformer, str exception_
     try:
         return transformer(message)
     except Exception:
-        _LOGGER.exception(exception_message)
+        _logger().exception(exception_message)
         return None
 
 
@@ -97,33 +117,42 @@ def deserialize(serialized_message, deserializer, /):
     return _transform(serialized_message, deserializer, "Exception deserializing message!")
 
 
-def counted_encode(s, /):
-    """encode, counted."""
-    fastcommon_count(0)
-    return _encode(s)
+@cython.final
+@cython.auto_pickle(False)
+cdef class Counted:
+    """Counted(counter): the four functions, each counting its calls at ``counter`` first (a builtin method)."""
 
+    cdef readonly Py_ssize_t counter
+    cdef unsigned long long *slot
 
-def counted_decode(b, /):
-    """decode, counted."""
-    fastcommon_count(1)
-    return _decode(b)
+    def __cinit__(self, Py_ssize_t counter, /):
+        if not 0 <= counter < FASTCOMMON_MAX_COUNTERS:
+            raise ValueError(f"Counted(): no counter {counter!r}")
+        self.counter, self.slot = counter, fastcommon_counter_at(counter)
 
+    def encode(self, s, /):
+        """encode, counted."""
+        fastcommon_increment(self.slot)
+        return _encode(s)
 
-def counted_serialize(message, serializer, /):
-    """serialize, counted."""
-    fastcommon_count(2)
-    return _transform(message, serializer, "Exception serializing message!")
+    def decode(self, b, /):
+        """decode, counted."""
+        fastcommon_increment(self.slot)
+        return _decode(b)
 
+    def serialize(self, message, serializer, /):
+        """serialize, counted."""
+        fastcommon_increment(self.slot)
+        return _transform(message, serializer, "Exception serializing message!")
 
-def counted_deserialize(serialized_message, deserializer, /):
-    """deserialize, counted."""
-    fastcommon_count(3)
-    return _transform(serialized_message, deserializer, "Exception deserializing message!")
+    def deserialize(self, serialized_message, deserializer, /):
+        """deserialize, counted."""
+        fastcommon_increment(self.slot)
+        return _transform(serialized_message, deserializer, "Exception deserializing message!")
 
 
 def calls():
-    """The calls counted in this process (and its parent, before a fork), by counter: the counted twins count at
-    0 to 3 (encode, decode, serialize, deserialize); what is made with a counter, at that counter."""
+    """The calls counted in this process (and its parent, before a fork), by counter."""
     return tuple([fastcommon_count_of(i) for i in range(FASTCOMMON_MAX_COUNTERS)])
 
 
@@ -131,128 +160,130 @@ if FASTCOMMON_HAS_METADATUM:  # not in a Limited API (abi3) build: a tuple's lay
     MetadatumConstructor = fastcommon_constructor_type()
 
 
+
 # ================================================================ grpc.aio's Metadata
 #
-# What replaces methods of grpc's own class grpc.aio.Metadata, and grpc.aio's _init_metadata, which makes one
-# for every call: metadata_methods(owns, cls), made together for one class, each holding grpc's own method. A
-# method takes its fast path only for exact instances of that class, and only once it has checked, before
-# doing anything, that grpc's own would do exactly the same there: an exact OrderedDict of exact lists under
-# exact str keys, pairs that are plain pairs. Anything else is grpc's own, called as it is, so that a
-# subclass, a changed instance and every grpcio release behave as grpc's code does. Other methods are called
-# as Python calls them (self.add, key in self): whichever is in place answers; where that is the one made
-# with it (the class's own __dict__ holds that very object), what it would do is done in place.
-#
-# The re-entrancy rule (docs/safety.md): whatever can run Python code (an attribute that is set, hashing or
-# comparing anything but an exact str, a method, an allocation that can start the garbage collector) runs
-# before the checks that a stretch done in place relies on, never between them and it. They are binding
-# functions (cython.binding), which a class binds to its instances as it binds Python's.
+# Each method is grpc's own, compiled: the same reads of self._metadata, the same lookups and calls, in the same
+# order, so that whatever an argument does (a key whose hash or comparison runs code, a subclass, an instance's
+# own attributes, values of any type) it meets what grpc's code does. C takes a step only where exact types make
+# it the same step: an exact OrderedDict, exact str keys (they hash and compare without running Python code),
+# exact lists and tuples. One rule decides the rest before anything is done: where grpc's releases would differ,
+# or where fastcommon would do in place what grpc does through calls (building a Metadata), the arguments'
+# exact types must show that grpc's own would do the same; if not, grpc's own method does the whole call.
+# The class, its attributes and grpc's module globals (OrderedDict, Metadata, MetadataKey) are those the gate
+# judged at patch(): docs/safety.md, "The contract".
 
 cdef object _OrderedDict = collections.OrderedDict
-cdef str _METADATA = "_metadata"
-cdef str _ADD = "add"
-cdef str _INIT = "__init__"
-cdef str _GET_ALL = "get_all"
-cdef str _FROM_TUPLE = "from_tuple"
-# The globals grpc's code looks up at each call, as it looks them up (builtins are taken to be builtins).
-cdef str _CLASS_NAME = "Metadata"  # grpc.aio._channel's Metadata class
-cdef str _ORDERED_DICT = "OrderedDict"  # grpc.aio._metadata's
-cdef str _KEY_TYPE = "MetadataKey"  # grpc.aio._metadata's: str, which 1.85's __contains__ asks keys to be
-cdef object _END = object()  # what an iterator gives at its end, where None is an item like any other
+if type(fastcommon_new_ordered_dict(_OrderedDict)) is not _OrderedDict:
+    raise ImportError("fastcommon.fast_common: collections.OrderedDict is not CPython's own")
+cdef void *_TUPLE_ITER = PyType_GetSlot(<PyTypeObject *>tuple, Py_tp_iter)
+cdef newfunc _object_new = <newfunc>PyType_GetSlot(<PyTypeObject *>object, Py_tp_new)  # object.__new__
+cdef tuple _NO_ARGS = ()
 cdef object _MISSING = object()
-cdef object _CLASS_DICT = type.__dict__["__dict__"]  # a class's own __dict__, past any metaclass's property
 
-# `key, value = pair` as CPython itself unpacks it, with its own messages (3.14 changed them), for the pairs
-# that are not plain pairs once Python code has run in the middle of an __init__.
-cdef dict _unpacking = {}
-exec(compile("def unpack(pair):\n    key, value = pair\n    return key, value\n", "<fastcommon>", "exec"), _unpacking)
-cdef object _unpack = _unpacking["unpack"]
+# Two steps of grpc's code done by CPython itself, for what may be of any type: `key, value = pair` (its errors
+# changed in 3.14) and [value, *current[1:]] (the list's room, the errors of a current that is not a sequence).
+cdef dict _helpers = {}
+exec(compile("def unpack(pair):\n    key, value = pair\n    return key, value\n\n"
+             "def first_replaced(value, current):\n    return [value, *current[1:]]\n", "<fastcommon>", "exec"), _helpers)
+cdef object _unpack = _helpers["unpack"]
+cdef object _first_replaced = _helpers["first_replaced"]
 
 
 @cython.final
 @cython.auto_pickle(False)
 cdef class _Methods:
-    """What fastcommon made together for one Metadata class: the class, the methods by which each knows the
-    others (the objects as the class holds them), grpc's own __init__, and the counters of what is done in place."""
+    """What fastcommon made together for one Metadata class: the class, grpc's own methods, which of fastcommon's
+    are in place (by what the gate judged at patch()) and their counters."""
 
-    cdef object cls, init, add, from_tuple, own_init
-    cdef object class_dict  # cls.__dict__, a view of the class's own dict
-    cdef object namespace  # grpc.aio._metadata's, where grpc's __init__ looks up OrderedDict at each call
-    cdef Py_ssize_t init_counter, add_counter, from_tuple_counter
+    cdef object cls
+    cdef bint init, add, from_tuple, getitem
+    cdef Py_ssize_t init_counter, add_counter, from_tuple_counter, getitem_counter
     cdef object abc_token, abc_answer  # _init_metadata's isinstance(a tuple, Metadata), and for which abc state
 
 
-cdef inline object _ordered_dict_of(object self):
-    """self._metadata when it is an exact OrderedDict, as grpc's Metadata makes it; else None."""
-    found = getattr(self, _METADATA, None)
-    return found if type(found) is _OrderedDict else None
-
-
-cdef inline object _keyed_ordered_dict(object self, object cls, object key):
-    """self._metadata where a method's fast path may use it for ``key``: self an exact instance of cls, key an
-    exact str (hashing and comparing it run no Python code), self._metadata an exact OrderedDict; else None."""
-    if type(self) is cls and type(key) is str:
-        return _ordered_dict_of(self)
-    return None
-
-
-cdef bint _adds_in_place(object self, _Methods methods, bint fresh) except -1:
-    """Whether self.add is the add made with these methods, bound to self, for an exact instance of their class:
-    what it does, fastcommon_fill does in place. A fresh instance has no attribute of its own that could hide it."""
-    if methods.add is None or fastcommon_class_own(methods.cls, methods.class_dict, _ADD) is not methods.add:
+cdef inline bint _plain_pair(object pair):
+    """Whether `key, value = pair` reads two items and runs no Python code, the key an exact str: an exact tuple of
+    two, or a tuple subclass of two that iterates as a tuple does (a namedtuple, grpc's own entries)."""
+    if type(pair) is not tuple and not (isinstance(pair, tuple) and
+                                        PyType_GetSlot(Py_TYPE(pair), Py_tp_iter) == _TUPLE_ITER):
         return False
-    return fresh or fastcommon_is_bound(getattr(self, _ADD), self, methods.add)
+    return len(<tuple>pair) == 2 and type((<tuple>pair)[0]) is str
 
 
-cdef bint _initialize(object self, tuple pairs, _Methods methods, bint fresh) except -1:
-    """What grpc's Metadata.__init__(self, *pairs) does, done here; False, having done nothing, where grpc's own
-    must do it: self not an exact instance of the class, attributes not object's, a pair that is not a plain pair
-    with an exact str key. ``fresh``: self was made just now, by fastcommon."""
-    cdef Py_ssize_t done = 0, n = len(pairs)
-    cdef int collecting
-    cls = methods.cls
-    if type(self) is not cls or not fastcommon_has_plain_attributes(cls) or not fastcommon_plain_str_pairs(pairs):
-        return False
-    if fastcommon_get(methods.namespace, _ORDERED_DICT, _MISSING) is not _OrderedDict:
-        return False
-    metadata = fastcommon_new_ordered_dict()
-    setattr(self, _METADATA, metadata)  # Python code may run here: the finalizers of a _metadata it replaces
-    if n == 0:
-        return True
-    # What grpc's add would find, self.add and self._metadata, looked up once (an instance's own lookup may run
-    # Python code); then nothing runs Python code until fill ends, the collector off (before 3.12) meanwhile.
-    if _adds_in_place(self, methods, fresh) and getattr(self, _METADATA) is metadata:
-        fresh = fresh and not metadata  # still empty after the Python code those lookups may have run
-        collecting = fastcommon_no_gc()
-        try:
-            done = fastcommon_fill(metadata, pairs, 0, fresh)
-        finally:
-            fastcommon_restore_gc(collecting)
-        fastcommon_count_by(methods.add_counter, done)  # an add done in place is counted as the add it is
-    for i in range(done, n):  # the rest as grpc's __init__ does it: unpacked, and added through self.add
-        key, value = _unpack(pairs[i])
-        fastcommon_call_method2(self, _ADD, key, value)
+cdef enum:
+    _SEEN = 16  # how many keys _fill remembers, to add a new key without looking it up
+
+
+cdef bint _fill(object self, tuple pairs, _Methods methods) except -1:
+    """grpc's __init__ done in place on a fresh instance of methods.cls, whose add is fastcommon's: False, having
+    done nothing, where a pair is not a plain pair with an exact str key."""
+    cdef Py_ssize_t i, j, seen = 0
+    cdef Py_hash_t hash_
+    cdef Py_hash_t seen_hashes[_SEEN]
+    cdef PyObject *seen_keys[_SEEN]  # borrowed from the pairs, which pairs holds and nothing changes
+    cdef PyObject *found
+    cdef bint new
+    for pair in pairs:
+        if not _plain_pair(pair):
+            return False
+    metadata = fastcommon_new_ordered_dict(_OrderedDict)
+    self._metadata = metadata
+    with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+        for i in range(len(pairs)):
+            key, value = (<tuple>pairs[i])[0], (<tuple>pairs[i])[1]
+            new = seen < _SEEN  # a key unlike every key before it is new to this OrderedDict, which only this fills
+            if new:
+                hash_ = hash(key)  # an exact str's, kept in it
+                for j in range(seen):
+                    if seen_hashes[j] == hash_ and (seen_keys[j] == <PyObject *>key or <object>seen_keys[j] == key):
+                        new = False
+                        break
+                if new:
+                    seen_keys[seen], seen_hashes[seen] = <PyObject *>key, hash_
+                    seen += 1
+            if not new and PyDict_GetItemRef(metadata, key, &found):  # as add's setdefault(key, [])[...]
+                values = <object>found
+                Py_DECREF(values)
+                values.append(value)  # then [key].append(value)
+            else:
+                fastcommon_ordered_set(metadata, key, fastcommon_list_of(value))
+    fastcommon_count_by(methods.add_counter, len(pairs))  # each add done in place is counted as the add it is
     return True
 
 
-cdef object _construct(object cls, tuple args, _Methods methods):
-    """cls(*args), made here where cls is the class these methods were made for, calling it makes an instance
-    with object's __new__, and its __init__ is the one made with them; else called as Python calls it."""
-    if (cls is not methods.cls or methods.init is None or not fastcommon_is_usual_class(cls)
-            or fastcommon_class_own(cls, methods.class_dict, _INIT) is not methods.init):
-        return cls(*args)
-    self = fastcommon_new_instance(cls)
+cdef object _initialize(object self, tuple pairs):
+    """grpc's __init__, step by step: a new OrderedDict, then self.add(key, value) for each pair."""
+    self._metadata = fastcommon_new_ordered_dict(_OrderedDict)
+    for pair in pairs:
+        key, value = _unpack(pair)
+        self.add(key, value)
+
+
+cdef object _construct(_Methods methods, tuple pairs):
+    """methods.cls(*pairs): an instance made as type() makes one, initialized as its __init__ does."""
+    cls = methods.cls
+    if not methods.init:
+        return cls(*pairs)
+    self = _object_new(cls, <PyObject *>_NO_ARGS, NULL)  # cls.__new__ is object's, as judged
     fastcommon_count(methods.init_counter)
-    if not _initialize(self, args, methods, True):
-        methods.own_init(self, *args)  # as the __init__ made with them does then
+    if not (methods.add and _fill(self, pairs, methods)):  # a fresh instance: add is the class's
+        _initialize(self, pairs)
     return self
 
 
 cdef object _make_init(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
-    def __init__(self, *args):
+    def __init__(*args, **kwargs):  # what type() calls with whatever Metadata(...) was given: grpc's words for errors
         fastcommon_count(counter)
-        if not _initialize(self, args, methods, False):
-            own(self, *args)
+        if kwargs or not args:
+            return own(*args, **kwargs)
+        self, pairs = args[0], args[1:]
+        if type(self) is methods.cls and methods.add:
+            attributes = self.__dict__
+            if type(attributes) is dict and not attributes and _fill(self, pairs, methods):  # a fresh instance
+                return
+        _initialize(self, pairs)
 
     return __init__
 
@@ -261,12 +292,8 @@ cdef object _make_add(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def add(self, key, value):
         fastcommon_count(counter)
-        cls = methods.cls
-        if type(self) is cls and type(key) is str and fastcommon_has_plain_attributes(cls):
-            metadata = _ordered_dict_of(self)  # grpc's add reads it twice, with nothing between that runs Python code
-            if metadata is not None and fastcommon_add(metadata, key, value) == 0:
-                return None
-        return own(self, key, value)
+        self._metadata.setdefault(key, [])
+        self._metadata[key].append(value)
 
     return add
 
@@ -275,36 +302,60 @@ cdef object _make_from_tuple(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def from_tuple(cls, raw_metadata):
         fastcommon_count(counter)
-        if raw_metadata is None or type(raw_metadata) is tuple:  # cls(*raw_metadata) if raw_metadata else cls()
-            return _construct(cls, raw_metadata if raw_metadata else (), methods)
+        if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
+            return _construct(methods, raw_metadata if raw_metadata else ())  # cls(*raw_metadata), or cls()
         return own(cls, raw_metadata)
 
     return from_tuple
+
+
+cdef bint _is_instance(_Methods methods, tuple metadata) except -1:
+    """isinstance(metadata, methods.cls) for an exact tuple: asked again only when abc's cache token changes."""
+    token = get_cache_token()
+    with cython.critical_section(methods):
+        answer = methods.abc_answer if methods.abc_token == token else None
+    if answer is None:
+        answer = isinstance(metadata, methods.cls)
+        with cython.critical_section(methods):
+            methods.abc_token, methods.abc_answer = token, answer
+    return answer
 
 
 cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def _create(cls, raw_metadata):
         fastcommon_count(counter)
-        if type(raw_metadata) is cls:
-            return raw_metadata
-        if type(raw_metadata) is tuple and not isinstance(raw_metadata, cls):
-            return _construct(cls, raw_metadata if raw_metadata else (), methods)
+        if cls is methods.cls:
+            if raw_metadata is None:
+                return _construct(methods, ())
+            if type(raw_metadata) is cls:
+                return raw_metadata
+            if type(raw_metadata) is tuple and not _is_instance(methods, raw_metadata):
+                return _construct(methods, raw_metadata)
         return own(cls, raw_metadata)
 
     return _create
 
 
-MetadataIterator = fastcommon_iterator_type(_OrderedDict)  # its C is in fast_common.h
+class _Read:
+    """What grpc's __iter__ reads of its self, _metadata, as the iterator already read it (iterator.h)."""
+
+    __slots__ = ("_metadata",)
+
+
+MetadataIterator = fastcommon_iterator_type()  # iterator.h; None in a Limited API build, which leaves __iter__ to grpc
 
 
 cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
+    def generator_of(metadata):  # grpc's own generator, for a _metadata the iterator does not walk itself
+        read = _Read()
+        read._metadata = metadata
+        return own(read)
+
     @cython.binding(True)
     def __iter__(self):
         fastcommon_count(counter)
-        if type(self) is not methods.cls:
-            return own(self)
-        return fastcommon_iterator_new(self, own)
+        return fastcommon_iterator_new(MetadataIterator, self, generator_of)
 
     return __iter__
 
@@ -312,32 +363,49 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
 cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __len__(self):
-        cdef Py_ssize_t total
+        cdef Py_ssize_t total = 0, position = 0
+        cdef PyObject *key
+        cdef PyObject *values
         fastcommon_count(counter)
-        metadata = _ordered_dict_of(self) if type(self) is methods.cls else None
-        if metadata is not None:
-            total = fastcommon_count_values(metadata)
+        metadata = self._metadata
+        if type(metadata) is _OrderedDict:  # exact str keys and exact lists: nothing to hash, nothing to call
+            with cython.critical_section(metadata):
+                while PyDict_Next(metadata, &position, &key, &values):
+                    if not (_str_exact(key) and _list_exact(values)):
+                        total = -1
+                        break
+                    total += fastcommon_list_size(values)
             if total >= 0:
                 return total
-        return own(self)
+        return sum(map(len, metadata.values()))
 
     return __len__
+
+
+cdef object _getitem(object self, object key):
+    """grpc's __getitem__: self._metadata[key][0], and a KeyError for a missing first value."""
+    cdef PyObject *found
+    metadata = self._metadata
+    try:
+        if type(metadata) is _OrderedDict:  # the lookup metadata[key] does, with no __missing__ to ask
+            if not PyDict_GetItemRef(metadata, key, &found):
+                raise KeyError(key)
+            values = <object>found
+            Py_DECREF(values)
+        else:
+            values = metadata[key]
+        if type(values) is list and len(<list>values):
+            return (<list>values)[0]
+        return values[0]
+    except (ValueError, IndexError) as error:
+        raise KeyError(f"{key!r}") from error
 
 
 cdef object _make_getitem(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __getitem__(self, key):
         fastcommon_count(counter)
-        metadata = _keyed_ordered_dict(self, methods.cls, key)
-        if metadata is not None:
-            values = fastcommon_get(metadata, key, _MISSING)
-            if values is _MISSING:
-                raise KeyError(key)  # self._metadata[key], missing
-            if type(values) is list:
-                value = fastcommon_value_at(<list>values, 0, _END)
-                if value is not _END:
-                    return value
-        return own(self, key)
+        return _getitem(self, key)
 
     return __getitem__
 
@@ -346,9 +414,10 @@ cdef object _make_get(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def get(self, key, default=None):
         fastcommon_count(counter)
-        if type(self) is not methods.cls:
-            return own(self, key, default)
         try:
+            if type(self) is methods.cls and methods.getitem:  # self[key] is the __getitem__ made with it
+                fastcommon_count(methods.getitem_counter)
+                return _getitem(self, key)
             return self[key]
         except KeyError:
             return default
@@ -359,26 +428,27 @@ cdef object _make_get(object own, _Methods methods, Py_ssize_t counter):
 cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def get_all(self, key):
+        cdef PyObject *found
         fastcommon_count(counter)
-        metadata = _keyed_ordered_dict(self, methods.cls, key)
-        if metadata is not None:
-            values = fastcommon_get(metadata, key, _MISSING)
-            return [] if values is _MISSING else values
-        return own(self, key)
+        metadata = self._metadata
+        if type(metadata) is not _OrderedDict:
+            return metadata.get(key, [])
+        if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
+            values = <object>found
+            Py_DECREF(values)
+            return values
+        return []
 
     return get_all
 
 
 cdef object _make_contains(object own, _Methods methods, Py_ssize_t counter):
-    namespace = own.__globals__
-
     @cython.binding(True)
     def __contains__(self, key):
         fastcommon_count(counter)
-        metadata = _keyed_ordered_dict(self, methods.cls, key)
-        if metadata is not None and fastcommon_get(namespace, _KEY_TYPE, str) is str:
-            return key in <dict>metadata
-        return own(self, key)
+        if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
+            return own(self, key)
+        return key in self._metadata
 
     return __contains__
 
@@ -387,108 +457,92 @@ cdef object _make_setitem(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __setitem__(self, key, value):
         fastcommon_count(counter)
-        if type(self) is not methods.cls:
-            return own(self, key, value)
         if key not in self:
             values = [value]
         else:
-            current_values = fastcommon_call_method1(self, _GET_ALL, key)
-            values = [value, *current_values[1:]]
-        metadata = getattr(self, _METADATA)
+            current_values = self.get_all(key)
+            values = _first_replaced(value, current_values)
+        metadata = self._metadata
         with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
             metadata[key] = values
 
     return __setitem__
 
 
-cdef bint _tuple_is_instance(_Methods methods, object metadata_class, tuple metadata) except -1:
-    """isinstance(metadata, metadata_class) for an exact tuple: asked again only when abc's cache token changes."""
-    token = get_cache_token()
-    with cython.critical_section(methods):
-        answer = methods.abc_answer if methods.abc_token == token else None
-    if answer is None:
-        answer = isinstance(metadata, metadata_class)
-        with cython.critical_section(methods):
-            methods.abc_token, methods.abc_answer = token, answer
-    return answer
-
-
 cdef object _make_init_metadata(object own, _Methods methods, Py_ssize_t counter):
-    namespace = own.__globals__  # grpc.aio._channel's, where its code looks up Metadata at each call
-
     @cython.binding(True)
     def _init_metadata(metadata=None, compression=None):
         fastcommon_count(counter)
-        metadata_class = fastcommon_get(namespace, _CLASS_NAME, _MISSING)
-        if compression is None and metadata_class is methods.cls:
-            if metadata is None:  # `metadata or Metadata()`, then nothing more to do
-                return _construct(metadata_class, (), methods)
-            if type(metadata) is metadata_class:
-                return metadata if metadata else _construct(metadata_class, (), methods)
+        cls = methods.cls  # grpc.aio._channel's Metadata, as judged
+        if compression is None:
+            if metadata is None:  # metadata or Metadata()
+                return _construct(methods, ())
+            if type(metadata) is cls:
+                return metadata if metadata else _construct(methods, ())
             if type(metadata) is tuple:
                 if not metadata:
-                    return _construct(metadata_class, (), methods)
-                if not _tuple_is_instance(methods, metadata_class, metadata):  # and an exact tuple is a Sequence
-                    if fastcommon_class_own(metadata_class, methods.class_dict, _FROM_TUPLE) is not methods.from_tuple:
-                        return fastcommon_call_method1(metadata_class, _FROM_TUPLE, metadata)
+                    return _construct(methods, ())
+                if not _is_instance(methods, metadata):  # and an exact tuple is a Sequence
+                    if not methods.from_tuple:
+                        return cls.from_tuple(metadata)
                     fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
-                    return _construct(metadata_class, metadata, methods)
+                    return _construct(methods, metadata)
         return own(metadata, compression)
 
     return _init_metadata
 
 
-# What replaces each method, by the name it has in its class: its maker, and what its class holds it in.
-cdef dict _MAKERS = {
-    "__init__": (_make_init, None),
-    "add": (_make_add, None),
-    "from_tuple": (_make_from_tuple, classmethod),
-    "_create": (_make_create, classmethod),
-    "__iter__": (_make_iter, None),
-    "__len__": (_make_len, None),
-    "__getitem__": (_make_getitem, None),
-    "get": (_make_get, None),
-    "get_all": (_make_get_all, None),
-    "__contains__": (_make_contains, None),
-    "__setitem__": (_make_setitem, None),
-    "_init_metadata": (_make_init_metadata, staticmethod),
+# What replaces each method, by the name it has in its class: its maker, and what its class holds it in. The
+# registry (fastcommon/_registry.py) names what is replaced; fastcommon.patch() checks the two agree.
+MAKERS = {
+    "__init__": _make_init,
+    "add": _make_add,
+    "from_tuple": _make_from_tuple,
+    "_create": _make_create,
+    "__len__": _make_len,
+    "__getitem__": _make_getitem,
+    "get": _make_get,
+    "get_all": _make_get_all,
+    "__contains__": _make_contains,
+    "__setitem__": _make_setitem,
+    "_init_metadata": _make_init_metadata,
 }
+if FASTCOMMON_HAS_ITERATOR:
+    MAKERS["__iter__"] = _make_iter
 
 
 def metadata_methods(owns, cls, /, *, counters=None):
-    """What replaces grpc's own methods ``owns`` (by dotted name, as fastcommon._patching names them: grpc's own, as
-    its class holds it), made together for exact instances of ``cls``, each of the kind of grpc's own;
-    ``counters``: where each counts its calls, by the same names (none counts without it)."""
+    """What replaces grpc's own methods ``owns`` (by dotted name, grpc's own as its class holds it: a classmethod,
+    say), made together for exact instances of ``cls``, each of the kind of grpc's own; ``counters``: where each
+    counts its calls, by the same names (none counts without it)."""
     cdef _Methods methods = _Methods.__new__(_Methods)
-    if not isinstance(cls, type):
-        raise TypeError(f"metadata_methods() needs a class, not {cls!r}")
-    owns, counters = dict(owns), dict(counters or {})
-    by_attribute = {name.rpartition(".")[2]: name for name in owns}
-    for attribute, name in by_attribute.items():
-        if attribute not in _MAKERS:
+    if not isinstance(cls, type) or cls.__new__ is not object.__new__:  # its instances' layout is object's, for good
+        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}")
+    counters = dict(counters or {})
+    functions, kinds = {}, {}
+    for name, own in dict(owns).items():
+        attribute = name.rpartition(".")[2]
+        if attribute not in MAKERS:
             raise ValueError(f"fastcommon replaces no {name!r}")
-        own, kind = owns[name], (<tuple>_MAKERS[attribute])[1]
-        function = own.__func__ if kind is not None and type(own) is kind else own
-        if (kind is not None and type(own) is not kind) or type(getattr(function, "__globals__", None)) is not dict:
+        kinds[attribute] = type(own) if isinstance(own, (classmethod, staticmethod)) else None
+        functions[attribute] = own.__func__ if kinds[attribute] is not None else own
+        if type(getattr(functions[attribute], "__globals__", None)) is not dict:
             raise TypeError(f"metadata_methods() needs grpc's own {name} as its class holds it, not {own!r}")
         counter = counters.get(name, -1)
         if not -1 <= counter < FASTCOMMON_MAX_COUNTERS:
             raise ValueError(f"metadata_methods(): no counter {counter!r}")
-        counters[name] = counter
-    methods.cls, methods.class_dict = cls, _CLASS_DICT.__get__(cls)  # the class's own, whatever its metaclass says
+        counters[attribute] = counter
+    methods.cls = cls
+    methods.init, methods.add = "__init__" in functions, "add" in functions
+    methods.from_tuple, methods.getitem = "from_tuple" in functions, "__getitem__" in functions
+    methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
+    methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
     made = {}
-    for attribute, name in by_attribute.items():
-        own, (maker, kind) = owns[name], _MAKERS[attribute]
-        function = own.__func__ if kind is not None else own
-        replacement = maker(function, methods, counters[name])
+    for name in owns:
+        attribute = name.rpartition(".")[2]
+        function = functions[attribute]
+        replacement = MAKERS[attribute](function, methods, counters[attribute])
         replacement.__doc__ = function.__doc__
         replacement.__wrapped__ = function  # inspect.signature shows grpc's own, annotations and all
-        made[name] = kind(replacement) if kind is not None else replacement
-    in_place = {attribute: by_attribute.get(attribute) for attribute in (_INIT, _ADD, _FROM_TUPLE)}
-    methods.own_init = owns.get(in_place[_INIT])
-    methods.namespace = getattr(methods.own_init, "__globals__", {})
-    methods.init, methods.add, methods.from_tuple = (made.get(name) for name in in_place.values())
-    methods.init_counter, methods.add_counter, methods.from_tuple_counter = (
-        counters.get(name, -1) for name in in_place.values()
-    )
+        made[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
     return made

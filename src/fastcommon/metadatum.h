@@ -1,0 +1,297 @@
+/* MetadatumConstructor: what fastcommon puts in place of grpc's metadata entry class, cygrpc._Metadatum, a
+ * namedtuple that grpc's core calls for every metadata entry it receives.
+ *
+ * C because it fills a tuple subclass in place: _Metadatum(key, value) is what namedtuple's __new__ does,
+ * tuple.__new__(cls, (key, value)), without its Python frame and its two temporary tuples. The object itself is
+ * what grpc calls (vectorcall); any other call is the class's own. To everything but a call it answers as the
+ * class does: attribute reads and writes go to the class, isinstance() and issubclass() ask the class, and a
+ * class statement that names it subclasses the class.
+ *
+ * It holds the one class it checked when it was made: nothing can change it later, so what grpc calls shares no
+ * state with the gate, a status or a test that makes another. Not in a Limited API (abi3) build: a tuple's
+ * layout (3.14 added a hash cache to it) is not part of the Limited API, and the abi3 wheel runs on CPythons
+ * newer than fastcommon.
+ */
+#ifndef FASTCOMMON_METADATUM_H
+#define FASTCOMMON_METADATUM_H
+
+#include <Python.h>
+#include <structmember.h>
+
+#include "counters.h"
+
+#if defined(Py_LIMITED_API)
+
+#define FASTCOMMON_HAS_METADATUM 0
+
+static PyObject *
+fastcommon_constructor_type(void)
+{
+    Py_RETURN_NONE;
+}
+
+#else
+
+#define FASTCOMMON_HAS_METADATUM 1
+
+/* What a tuple's allocation leaves to whoever fills one in place, by CPython version: 3.14 and 3.15 cache a
+   tuple's hash in it, and tuple.__new__ marks it not computed yet. A CPython not checked here fails the build,
+   rather than build entries whose hash could be wrong; the extension then stays out (setup.py). */
+#if PY_VERSION_HEX >= 0x03100000
+#error "fastcommon: check how this CPython lays out a tuple (fastcommon_build_entry) before building for it"
+#elif PY_VERSION_HEX >= 0x030E0000
+#define FASTCOMMON_RESET_TUPLE_HASH(op) (((PyTupleObject *)(op))->ob_hash = -1)
+#else
+#define FASTCOMMON_RESET_TUPLE_HASH(op) ((void)0)
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall; /* what grpc calls */
+    PyObject *cls;             /* a tuple subclass with exactly a tuple's layout; never NULL, never replaced */
+    Py_ssize_t counter;        /* where it counts its calls for `run --report`, or -1 */
+} fastcommon_constructor;
+
+/* The deallocator of a class a `class` statement makes (subtype_dealloc): that of a plain subclass of tuple
+   made when the module is imported. */
+static destructor fastcommon_python_class_dealloc;
+
+/* Why instances of cls cannot be built as a tuple of two items written in place; NULL if they can. A subclass's
+   __bases__ can be reassigned only between layout-compatible bases, and a type's sizes never change, so what is
+   checked here holds for the class's whole life. */
+static const char *
+fastcommon_tuple_layout_problem(PyObject *cls)
+{
+    PyTypeObject *type, *base;
+    if (!PyType_Check(cls)) {
+        return "is not a class";
+    }
+    type = (PyTypeObject *)cls;
+    if (type == &PyTuple_Type) {
+        return "is tuple itself";
+    }
+    if (!PyType_IsSubtype(type, &PyTuple_Type)) {
+        return "is not a subclass of tuple";
+    }
+    /* Every class from it down to tuple made by a class statement: a C subclass (a structseq, say) frees and
+       visits fields of its own beyond the two items written here. */
+    for (base = type; base != &PyTuple_Type; base = base->tp_base) {
+        if (base == NULL || !PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)
+            || base->tp_dealloc != fastcommon_python_class_dealloc) {
+            return "is not made by a class statement from tuple";
+        }
+    }
+    if (type->tp_new == NULL) {
+        return "cannot be instantiated";
+    }
+    if (!PyType_HasFeature(type, Py_TPFLAGS_HAVE_GC)) {
+        return "is not tracked by the garbage collector";
+    }
+    if (type->tp_dictoffset != 0 || type->tp_weaklistoffset != 0) {
+        return "has a __dict__ or a __weakref__";
+    }
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    if (PyType_HasFeature(type, Py_TPFLAGS_MANAGED_DICT)) {
+        return "has a __dict__";
+    }
+#endif
+#ifdef Py_TPFLAGS_MANAGED_WEAKREF
+    if (PyType_HasFeature(type, Py_TPFLAGS_MANAGED_WEAKREF)) {
+        return "has a __weakref__";
+    }
+#endif
+    if (type->tp_basicsize != PyTuple_Type.tp_basicsize || type->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        return "has fields of its own";
+    }
+    return NULL;
+}
+
+/* cls(key, value), built in place; any other call is the class's own, its errors included. */
+static PyObject *
+fastcommon_build_entry(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *cls = ((fastcommon_constructor *)self)->cls;
+    PyTupleObject *entry;
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
+        return PyObject_Vectorcall(cls, args, nargsf, kwnames);
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    /* The class's own allocation, zeroed and tracked, as tuple.__new__ makes a subclass's: from 3.12 it costs
+       fewer instructions than the allocation of a tuple of two below, which costs fewer before. */
+    entry = (PyTupleObject *)((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 2);
+    if (entry == NULL) {
+        return NULL;
+    }
+    entry->ob_item[0] = Py_NewRef(args[0]);
+    entry->ob_item[1] = Py_NewRef(args[1]);
+    FASTCOMMON_RESET_TUPLE_HASH(entry);
+#else
+    /* As a tuple of two is allocated: its items are set before the garbage collector can see it. */
+    entry = PyObject_GC_NewVar(PyTupleObject, (PyTypeObject *)cls, 2);
+    if (entry == NULL) {
+        return NULL;
+    }
+    entry->ob_item[0] = Py_NewRef(args[0]);
+    entry->ob_item[1] = Py_NewRef(args[1]);
+    FASTCOMMON_RESET_TUPLE_HASH(entry);
+    PyObject_GC_Track(entry);
+#endif
+    return (PyObject *)entry;
+}
+
+static PyObject *
+fastcommon_build_counted_entry(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    fastcommon_count(((fastcommon_constructor *)self)->counter);
+    return fastcommon_build_entry(self, args, nargsf, kwnames);
+}
+
+static PyObject *
+fastcommon_constructor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"", "counter", NULL};
+    PyObject *cls;
+    Py_ssize_t counter = -1;
+    const char *problem;
+    fastcommon_constructor *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$n:MetadatumConstructor", keywords, &cls, &counter)) {
+        return NULL;
+    }
+    problem = fastcommon_tuple_layout_problem(cls);
+    if (problem != NULL) {
+        PyErr_Format(PyExc_TypeError, "MetadatumConstructor() needs a tuple subclass with a tuple's layout: %R %s",
+                     cls, problem);
+        return NULL;
+    }
+    if (counter < -1 || counter >= FASTCOMMON_MAX_COUNTERS) {
+        PyErr_Format(PyExc_ValueError, "MetadatumConstructor(): no counter %zd", counter);
+        return NULL;
+    }
+    self = (fastcommon_constructor *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = counter >= 0 ? fastcommon_build_counted_entry : fastcommon_build_entry;
+    self->cls = Py_NewRef(cls);
+    self->counter = counter;
+    return (PyObject *)self;
+}
+
+static int
+fastcommon_constructor_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(((fastcommon_constructor *)self)->cls);
+    return 0;
+}
+
+/* No tp_clear: cls is never NULL while the object lives. A cycle through it is broken at the class, whose own
+   tp_clear empties its dict. */
+static void
+fastcommon_constructor_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_DECREF(((fastcommon_constructor *)self)->cls);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* As the class answers: every attribute is the class's, read and written there, but __mro_entries__, which a
+   class statement reads on a base that is not a class (isinstance() and issubclass() look on the type). */
+static PyObject *
+fastcommon_constructor_getattro(PyObject *self, PyObject *name)
+{
+    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__mro_entries__") == 0) {
+        return PyObject_GenericGetAttr(self, name);
+    }
+    return PyObject_GetAttr(((fastcommon_constructor *)self)->cls, name);
+}
+
+static int
+fastcommon_constructor_setattro(PyObject *self, PyObject *name, PyObject *value)
+{
+    return PyObject_SetAttr(((fastcommon_constructor *)self)->cls, name, value);
+}
+
+static PyObject *
+fastcommon_constructor_repr(PyObject *self)
+{
+    return PyObject_Repr(((fastcommon_constructor *)self)->cls);
+}
+
+static PyObject *
+fastcommon_constructor_instancecheck(PyObject *self, PyObject *instance)
+{
+    int is = PyObject_IsInstance(instance, ((fastcommon_constructor *)self)->cls);
+    return is < 0 ? NULL : PyBool_FromLong(is);
+}
+
+static PyObject *
+fastcommon_constructor_subclasscheck(PyObject *self, PyObject *subclass)
+{
+    int is = PyObject_IsSubclass(subclass, ((fastcommon_constructor *)self)->cls);
+    return is < 0 ? NULL : PyBool_FromLong(is);
+}
+
+/* `class Sub(cygrpc._Metadatum)` subclasses the class. */
+static PyObject *
+fastcommon_constructor_mro_entries(PyObject *self, PyObject *bases)
+{
+    (void)bases;
+    return PyTuple_Pack(1, ((fastcommon_constructor *)self)->cls);
+}
+
+static PyMethodDef fastcommon_constructor_methods[] = {
+    {"__instancecheck__", fastcommon_constructor_instancecheck, METH_O, "isinstance(instance, cls)"},
+    {"__subclasscheck__", fastcommon_constructor_subclasscheck, METH_O, "issubclass(subclass, cls)"},
+    {"__mro_entries__", fastcommon_constructor_mro_entries, METH_O, "(cls,): a class statement subclasses cls"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef fastcommon_constructor_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(fastcommon_constructor, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot fastcommon_constructor_slots[] = {
+    {Py_tp_doc, (void *)"MetadatumConstructor(cls, /, *, counter=-1)\n--\n\n"
+                        "Builds cls(key, value) as a namedtuple's __new__ does, for a namedtuple cls of two fields, "
+                        "checked; any other call, and everything else, is cls's own."},
+    {Py_tp_new, (void *)fastcommon_constructor_new},
+    {Py_tp_dealloc, (void *)fastcommon_constructor_dealloc},
+    {Py_tp_traverse, (void *)fastcommon_constructor_traverse},
+    {Py_tp_getattro, (void *)fastcommon_constructor_getattro},
+    {Py_tp_setattro, (void *)fastcommon_constructor_setattro},
+    {Py_tp_repr, (void *)fastcommon_constructor_repr},
+    {Py_tp_call, (void *)PyVectorcall_Call},
+    {Py_tp_methods, (void *)fastcommon_constructor_methods},
+    {Py_tp_members, (void *)fastcommon_constructor_members},
+    {0, NULL},
+};
+
+static PyType_Spec fastcommon_constructor_spec = {
+    "fastcommon.fast_common.MetadatumConstructor",
+    sizeof(fastcommon_constructor),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    fastcommon_constructor_slots,
+};
+
+/* The MetadatumConstructor class, made once when the module is imported. */
+static PyObject *
+fastcommon_constructor_type(void)
+{
+    PyObject *plain = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O){s()}", "Plain", &PyTuple_Type,
+                                            "__slots__");
+    if (plain == NULL) {
+        return NULL;
+    }
+    fastcommon_python_class_dealloc = ((PyTypeObject *)plain)->tp_dealloc;
+    Py_DECREF(plain);
+    return PyType_FromSpec(&fastcommon_constructor_spec);
+}
+
+#endif /* Py_LIMITED_API */
+
+#endif /* FASTCOMMON_METADATUM_H */

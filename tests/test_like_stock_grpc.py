@@ -1,0 +1,449 @@
+"""Patched grpc behaves as stock grpc: each case runs one scenario on stock grpc, then on patched grpc, and compares.
+
+A scenario builds its own objects each time it runs. It runs on stock grpc first (the autouse fixture stock_grpc
+starts every test with it), then under fastcommon.patched() with warnings as errors. What it returns (plain data:
+results, which user code ran and how often, the state left) and what it raised (type and text) must be equal.
+"""
+
+import collections
+import logging
+import unittest.mock
+import warnings
+import weakref
+
+import pytest
+from conftest import NEEDS_GRPCIO
+
+grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
+
+from grpc import _common  # noqa: E402
+from grpc._cython import cygrpc  # noqa: E402
+from grpc.aio import Metadata  # noqa: E402  (grpc's own class: patch() replaces methods on it)
+from grpc.aio._channel import _BaseMultiCallable  # noqa: E402
+
+import fastcommon  # noqa: E402
+
+compiled = pytest.mark.skipif(
+    fastcommon.IMPLEMENTATION != "cython", reason="pure Python replaces grpc._common's four functions alone"
+)
+
+
+def outcome(action):
+    """What action() returned, or the type and text of what it raised."""
+    try:
+        return "returned", action()
+    except Exception as exc:
+        return "raised", type(exc).__name__, str(exc)
+
+
+def assert_like_stock(scenario):
+    """outcome(scenario) on stock grpc, then on patched grpc (warnings are errors there): they must be equal."""
+    stock = outcome(scenario)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastcommon.patched():
+            patched = outcome(scenario)
+    assert patched == stock, f"\n stock:   {stock!r}\n patched: {patched!r}"
+
+
+def held(metadata):
+    """What a Metadata holds, read without running its methods or its keys' __hash__/__eq__."""
+    found = vars(metadata).get("_metadata")
+    return [(str(key), values) for key, values in dict.items(found)] if isinstance(found, dict) else repr(found)
+
+
+# ---------------------------------------------------------------- grpc._common's functions
+
+
+class Asked(str):
+    """A str whose __class__ records each read in ``log`` and gives ``claim`` (its own class when None)."""
+
+    def __new__(cls, text, log, claim=None):
+        made = super().__new__(cls, text)
+        made.log, made.claim = log, claim
+        return made
+
+    @property
+    def __class__(self):
+        self.log.append("__class__")
+        return self.claim or type(self)
+
+
+ARGUMENTS = {
+    "Mock(spec=bytes)": lambda log: unittest.mock.Mock(spec=bytes),
+    "a str claiming to be bytes": lambda log: Asked("text", log, bytes),
+    "a str whose __class__ is read": lambda log: Asked("text", log),
+}
+
+
+@pytest.mark.parametrize("function", ["encode", "decode"])
+@pytest.mark.parametrize("argument", sorted(ARGUMENTS))
+def test_encode_and_decode_ask_isinstance_as_grpc_does(function, argument):
+    """encode/decode decide "bytes or not" by isinstance, as grpc does: its __class__ is read, and believed."""
+
+    def scenario():
+        log = []
+        given = ARGUMENTS[argument](log)
+        result = outcome(lambda: getattr(_common, function)(given))
+        reads = list(log)
+        if result[0] == "returned":  # whether it is the argument itself, and its type
+            result = "returned", result[1] is given, type(result[1]).__name__
+        calls = [str(call) for call in given.mock_calls] if argument == "Mock(spec=bytes)" else []
+        return result, reads, calls
+
+    assert_like_stock(scenario)
+
+
+@pytest.mark.parametrize("function", ["serialize", "deserialize"])
+def test_failures_are_logged_on_the_logger_grpc_common_holds_at_call_time(function):
+    """A user's logger bound to grpc._common._LOGGER gets the (de)serializer's failures, as with stock grpc."""
+
+    def scenario():
+        records = []
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                records.append((record.name, record.levelname, record.getMessage()))
+
+        rebound, grpcs = logging.getLogger("test_like_stock_grpc.rebound"), logging.getLogger("grpc._common")
+        keep, own = Keep(), _common._LOGGER
+        rebound.addHandler(keep), grpcs.addHandler(keep)
+        _common._LOGGER = rebound
+        try:
+            result = getattr(_common, function)(b"x", lambda message: 1 / 0)
+        finally:
+            _common._LOGGER = own
+            rebound.removeHandler(keep), grpcs.removeHandler(keep)
+        return result, records
+
+    assert_like_stock(scenario)
+
+
+# ---------------------------------------------------------------- cygrpc._Metadatum, grpc's metadata entry class
+
+
+@compiled
+def test_entries_are_instances_of_the_entry_class():
+    """isinstance/issubclass/type checks against cygrpc._Metadatum answer as with grpc's namedtuple class."""
+
+    def scenario():
+        entry = cygrpc._Metadatum("k", "v")
+        return [
+            outcome(lambda: isinstance(entry, cygrpc._Metadatum)),
+            outcome(lambda: issubclass(cygrpc._Metadatum, tuple)),
+            outcome(lambda: isinstance(("k", "v"), cygrpc._Metadatum)),
+        ]  # type(entry) is cygrpc._Metadatum cannot hold: what grpc calls is not the class (docs/safety.md)
+
+    assert_like_stock(scenario)
+
+
+ENTRY_CLASS_READS = {
+    "_fields": lambda cls: cls._fields,
+    "_make": lambda cls: repr(cls._make(("k", "v"))),
+    "__name__": lambda cls: cls.__name__,
+    "__qualname__": lambda cls: cls.__qualname__,
+    "__module__": lambda cls: cls.__module__,
+    "_field_defaults": lambda cls: cls._field_defaults,
+    "__doc__": lambda cls: cls.__doc__,
+    "repr": repr,
+    "a subclass": lambda cls: repr(_subclass(cls)("k", "v")),
+}
+
+
+def _subclass(cls):
+    class Entry(cls):  # a class statement; type("Entry", (cls,), {}) takes classes alone (docs/safety.md)
+        pass
+
+    return Entry
+
+
+@compiled
+@pytest.mark.parametrize("read", sorted(ENTRY_CLASS_READS))
+def test_the_entry_class_reads_as_grpcs_namedtuple(read):
+    """What cygrpc._Metadatum gives for one attribute read (or use) is what grpc's namedtuple class gives."""
+    assert_like_stock(lambda: ENTRY_CLASS_READS[read](cygrpc._Metadatum))
+
+
+# ---------------------------------------------------------------- grpc.aio's Metadata
+
+
+def steps(iterator, count):
+    """``count`` next() calls: each item (a value not a str shown by its type), the end, or the error."""
+    taken = []
+    for _ in range(count):
+        try:
+            taken.append(tuple(part if isinstance(part, str) else type(part).__name__ for part in next(iterator)))
+        except StopIteration:
+            taken.append("end")
+        except Exception as exc:
+            taken.append((type(exc).__name__, str(exc)))
+    return taken
+
+
+@compiled
+@pytest.mark.parametrize("ending", ["its last item", "an empty Metadata", "an error"])
+def test_an_ended_iterator_lets_go_of_its_metadata(ending):
+    """An iterator that has ended (after its last item, or an error) no longer holds the Metadata or its dict."""
+
+    def scenario():
+        metadata = Metadata() if ending == "an empty Metadata" else Metadata(("a", "1"), ("b", "2"))
+        if ending == "an error":
+            metadata.set_all("b", 5)  # not iterable: the iteration raises TypeError there
+        iterator, ordered = iter(metadata), metadata._metadata
+        taken = steps(iterator, 4)
+        refs = weakref.ref(metadata), weakref.ref(ordered)
+        del metadata, ordered  # nothing else holds them but the iterator, if it still does (no cycle: no collector)
+        return taken, [ref() is None for ref in refs]
+
+    assert_like_stock(scenario)
+
+
+class Key(str):
+    """A str key whose __hash__ and __eq__ record each call in ``log``, then call ``then(kind)`` when it is set."""
+
+    def __new__(cls, text, log):
+        made = super().__new__(cls, text)
+        made.log, made.then = log, None
+        return made
+
+    def __hash__(self):
+        self.log.append(("hash", str(self)))
+        if self.then is not None:
+            self.then("hash")
+        return str.__hash__(self)
+
+    def __eq__(self, other):
+        self.log.append(("eq", str(self)))
+        if self.then is not None:
+            self.then("eq")
+        return str.__eq__(self, other)
+
+
+def raising(error, kind):
+    def then(called):
+        if called == kind:
+            raise error("said by a key")
+
+    return lambda metadata: then
+
+
+def rebinding(metadata):
+    """On the first __eq__, the Metadata gets a new, empty _metadata."""
+
+    def then(kind):
+        if kind == "eq" and not vars(metadata).get("rebound"):
+            metadata.rebound, metadata._metadata = True, collections.OrderedDict()
+
+    return then
+
+
+KEY_ACTIONS = {
+    "len": (len, None),
+    "list": (list, None),
+    "tuple": (tuple, None),
+    "get": (lambda m, log: m.get("a"), None),
+    "getitem": (lambda m, log: m["a"], None),
+    "get_all": (lambda m, log: m.get_all("a"), None),
+    "contains": (lambda m, log: "a" in m, None),
+    "add": (lambda m, log: m.add("a", "x"), None),
+    "add, a new key": (lambda m, log: m.add("c", "x"), None),
+    "setitem": (lambda m, log: m.__setitem__("a", "x"), None),
+    "get, a Key": (lambda m, log: m.get(Key("a", log)), None),
+    "add, a Key": (lambda m, log: m.add(Key("a", log), "x"), None),
+    "len, a hash that raises": (len, raising(ValueError, "hash")),
+    "list, a hash that raises": (list, raising(ValueError, "hash")),
+    "add, an __eq__ that rebinds _metadata": (lambda m, log: m.add("a", "x"), rebinding),
+    **{
+        f"{method}, an __eq__ raising {error.__name__}": (action, raising(error, "eq"))
+        for method, action in (("get", lambda m, log: m.get("a", "default")), ("getitem", lambda m, log: m["a"]))
+        for error in (ValueError, IndexError, KeyError, TypeError)
+    },
+}
+
+
+@compiled
+@pytest.mark.parametrize("action", sorted(KEY_ACTIONS))
+def test_keys_that_run_code_in_hash_and_eq_see_what_they_see_with_stock_grpc(action):
+    """str subclass keys held in _metadata: each method gives the same result and runs their __hash__/__eq__
+    as often, with the same effects, as stock grpc."""
+    act, then_for = KEY_ACTIONS[action]
+
+    def scenario():
+        log = []
+        metadata = Metadata()
+        keys = [Key("a", log), Key("b", log)]
+        metadata.set_all(keys[0], ["1"]), metadata.set_all(keys[1], ["2", "3"])
+        del log[:]
+        for key in keys:
+            key.then = then_for(metadata) if then_for else None
+        result = outcome(lambda: act(metadata) if act in (len, list, tuple) else act(metadata, log))
+        calls = list(log)
+        for key in keys:
+            key.then = None
+        return result, calls, held(metadata)
+
+    assert_like_stock(scenario)
+
+
+def finalizing(action):
+    """A Metadata (a: 1, D; b: 2), where D's __del__ does ``action``; iterated to D, "a" then set to ["new"] (the
+    iterator alone holds the old list, and so D), iterated on."""
+
+    def scenario(last=False):
+        metadata, log = Metadata(("a", "1"), ("b", "2")), []
+
+        class D:
+            def __del__(self):
+                log.append(outcome(lambda: action(metadata, iterator)))
+
+        key = "b" if last else "a"
+        metadata._metadata[key].append(D())
+        iterator = iter(metadata)
+        taken = steps(iterator, 3 if last else 2)
+        metadata.set_all(key, ["new"])
+        return taken + steps(iterator, 3), log, held(metadata)
+
+    return scenario
+
+
+FINALIZERS = {
+    "adds a key": lambda metadata, iterator: metadata._metadata.__setitem__("c", ["3"]),
+    "replaces the next key's values": lambda metadata, iterator: metadata._metadata.__setitem__("b", ["B"]),
+    "asks the iterator for its next item": lambda metadata, iterator: next(iterator),
+}
+
+
+@compiled
+@pytest.mark.parametrize("last", [False, True], ids=["a list midway", "the last list"])
+@pytest.mark.parametrize("finalizer", sorted(FINALIZERS))
+def test_a_finalizer_run_by_the_iteration_sees_what_it_sees_with_stock_grpc(finalizer, last):
+    """A value's __del__ that runs when the iteration lets go of an old values list: it runs at the same point."""
+    assert_like_stock(lambda: finalizing(FINALIZERS[finalizer])(last))
+
+
+class Attrs(dict):
+    """An instance __dict__; a subclass of dict, so that CPython's specializer does not read it (which would run the
+    keys' __eq__ now and then, stock grpc's own count varying from one run to the next)."""
+
+
+HELD = {
+    "an OrderedDict": lambda: collections.OrderedDict(a=["1"], b=["2"]),
+    "a dict": lambda: {"a": ["1"], "b": ["2"]},
+    "an OrderedDict subclass": lambda: type("Ordered", (collections.OrderedDict,), {})(a=["1"], b=["2"]),
+    "tuple values": lambda: collections.OrderedDict(a=("1",), b=["2"]),
+    "empty values": lambda: collections.OrderedDict(a=[], b=["2"]),
+}
+METHODS = {
+    "len": len,
+    "list": list,
+    "get": lambda m: m.get("a"),
+    "getitem": lambda m: m["a"],
+    "get_all": lambda m: m.get_all("a"),
+    "contains": lambda m: "a" in m,
+    "add": lambda m: m.add("a", "x"),
+    "setitem": lambda m: m.__setitem__("a", "x"),
+    "__init__ again": lambda m: m.__init__(("a", "1"), ("b", "2"), ("c", "3")),
+}
+
+
+@compiled
+@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("holding", sorted(HELD))
+def test_a_replaced_instance_dict_is_read_as_often_as_stock_grpc_reads_it(holding, method):
+    """m.__dict__ replaced by a dict (and an extra key) whose "_metadata" is a Key: each method reads _metadata as
+    many times as stock grpc (the Key's __eq__ runs once a read), with the same result, whatever _metadata holds."""
+
+    def scenario():
+        log = []
+        metadata = Metadata()
+        metadata.__dict__ = Attrs({Key("_metadata", log): HELD[holding](), "extra": 1})
+        del log[:]
+        result = outcome(lambda: METHODS[method](metadata))
+        return result, list(log), held(metadata)
+
+    assert_like_stock(scenario)
+
+
+class Sliced:
+    """What an own get_all may return: its slices are not iterable."""
+
+    __getitem__ = staticmethod(lambda index: 5)
+
+
+def own_get_all(returned):
+    """m[k] = v, m having a get_all of its own that returns ``returned()``."""
+
+    def scenario(metadata, added):
+        metadata.get_all = lambda key: returned()
+        metadata["a"] = "new"
+
+    return scenario
+
+
+def own_add(metadata, added):
+    """__init__ again, m having an add of its own."""
+    metadata.add = lambda key, value: added.append((key, value))
+    metadata.__init__(("a", "1"), ["b", "2"])
+
+
+OWN_ATTRIBUTES = {
+    "get_all, an int": own_get_all(lambda: 5),
+    "get_all, None": own_get_all(lambda: None),
+    "get_all, non-iterable slices": own_get_all(Sliced),
+    "get_all, a tuple": own_get_all(lambda: ("p", "q")),
+    "add": own_add,
+}
+
+
+@compiled
+@pytest.mark.parametrize("attribute", sorted(OWN_ATTRIBUTES))
+def test_instance_level_methods_are_used_as_stock_grpc_uses_them(attribute):
+    """A Metadata with its own get_all (used by m[k] = v) or add (used by __init__): the same result, state and
+    error text as with stock grpc."""
+
+    def scenario():
+        metadata, added = Metadata(("a", "1")), []
+        return outcome(lambda: OWN_ATTRIBUTES[attribute](metadata, added)), added, held(metadata)
+
+    assert_like_stock(scenario)
+
+
+CALLS = {
+    "get()": lambda: Metadata().get(),
+    "get(k, d, extra)": lambda: Metadata().get("a", 1, 2),
+    "get(k, x=)": lambda: Metadata().get("a", x=1),
+    "get_all()": lambda: Metadata().get_all(),
+    "get_all(key=)": lambda: Metadata(("a", "1")).get_all(key="a"),
+    "add(k)": lambda: Metadata().add("a"),
+    "__getitem__()": lambda: Metadata().__getitem__(),
+    "__setitem__(k)": lambda: Metadata().__setitem__("a"),
+    "__len__(x)": lambda: Metadata().__len__(1),
+    "__iter__(x)": lambda: Metadata().__iter__(1),
+    "__contains__(key=)": lambda: Metadata().__contains__(key="a"),
+    "from_tuple()": lambda: Metadata.from_tuple(),
+    "_init_metadata(x, y, z)": lambda: _BaseMultiCallable._init_metadata(1, 2, 3),
+    "Metadata.add()": lambda: Metadata.add(),
+    "Metadata.__len__()": lambda: Metadata.__len__(),
+}
+
+
+@compiled
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_calls_with_the_wrong_arguments_fail_as_with_stock_grpc(call):
+    """A method called with too few, too many or unknown arguments raises what grpc's raises; the text is Cython's
+    argument parsing's (docs/safety.md), which names the method too."""
+
+    def kind_of_failure():
+        kind, *text = outcome(CALLS[call])
+        return kind, text[0], text[1].split("(")[0].rpartition(".")[2] if text else None
+
+    assert_like_stock(kind_of_failure)
+
+
+@compiled
+@pytest.mark.parametrize(
+    "call", [lambda: Metadata(x=1), lambda: Metadata(("a", "1"), key="k"), lambda: Metadata.__init__()]
+)
+def test_a_metadata_made_with_the_wrong_arguments_fails_in_grpcs_words(call):
+    """Metadata(...) with keywords, or __init__ without an instance: grpc's own error, word for word."""
+    assert_like_stock(call)
