@@ -102,7 +102,7 @@ def expected_patch():
         return FUNCTIONS
     if abi3_build():
         return FUNCTIONS + tuple(name for name in GRPC_METADATA_OWNS if name != "Metadata.__iter__")
-    return FUNCTIONS + ("_Metadatum",) + tuple(GRPC_METADATA_OWNS)
+    return (*FUNCTIONS, "_Metadatum", *GRPC_METADATA_OWNS)
 
 
 def pytest_report_header():

@@ -1,5 +1,4 @@
-/* What fast_common.pyx reaches through macros of the full C API, with the function forms the Limited API (the
- * abi3 wheel) has in their place. */
+/* What fast_common.pyx reaches through the full C API, and what stands in for it in the Limited API (abi3). */
 #ifndef FASTCOMMON_COMPAT_H
 #define FASTCOMMON_COMPAT_H
 

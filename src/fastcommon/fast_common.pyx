@@ -338,24 +338,46 @@ cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
 
 
 class _Read:
-    """What grpc's __iter__ reads of its self, _metadata, as the iterator already read it (iterator.h)."""
+    """What grpc's __iter__ reads of its self, _metadata, as the iterator already read it."""
 
     __slots__ = ("_metadata",)
+
+
+cdef int _str_keys(object ordered) except -2:
+    """1 when every key of an exact OrderedDict is an exact str; 0 if one is not; -1 when it is empty."""
+    cdef Py_ssize_t position = 0
+    cdef PyObject *key
+    cdef PyObject *values
+    cdef int found = -1
+    with cython.critical_section(ordered):
+        while PyDict_Next(ordered, &position, &key, &values):
+            found = _str_exact(key)
+            if not found:
+                break
+    return found
 
 
 MetadataIterator = fastcommon_iterator_type()  # iterator.h; None in a Limited API build, which leaves __iter__ to grpc
 
 
 cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
-    def generator_of(metadata):  # grpc's own generator, for a _metadata the iterator does not walk itself
+    def start(metadata):
+        """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact
+        OrderedDict of exact str keys, given back for the iterator to walk; None when it is empty; else grpc's own
+        generator over it."""
+        ordered = metadata._metadata
+        if type(ordered) is _OrderedDict:
+            str_keys = _str_keys(ordered)
+            if str_keys:
+                return ordered if str_keys > 0 else None
         read = _Read()
-        read._metadata = metadata
+        read._metadata = ordered
         return own(read)
 
     @cython.binding(True)
     def __iter__(self):
         fastcommon_count(counter)
-        return fastcommon_iterator_new(MetadataIterator, self, generator_of)
+        return fastcommon_iterator_new(MetadataIterator, self, start)
 
     return __iter__
 

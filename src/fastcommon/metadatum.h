@@ -1,16 +1,8 @@
-/* MetadatumConstructor: what fastcommon puts in place of grpc's metadata entry class, cygrpc._Metadatum, a
- * namedtuple that grpc's core calls for every metadata entry it receives.
- *
- * C because it fills a tuple subclass in place: _Metadatum(key, value) is what namedtuple's __new__ does,
- * tuple.__new__(cls, (key, value)), without its Python frame and its two temporary tuples. The object itself is
- * what grpc calls (vectorcall); any other call is the class's own. To everything but a call it answers as the
- * class does: attribute reads and writes go to the class, isinstance() and issubclass() ask the class, and a
- * class statement that names it subclasses the class.
- *
- * It holds the one class it checked when it was made: nothing can change it later, so what grpc calls shares no
- * state with the gate, a status or a test that makes another. Not in a Limited API (abi3) build: a tuple's
- * layout (3.14 added a hash cache to it) is not part of the Limited API, and the abi3 wheel runs on CPythons
- * newer than fastcommon.
+/* MetadatumConstructor: what fastcommon puts in place of cygrpc._Metadatum, the namedtuple grpc's core calls for
+ * every metadata entry it receives. C because it fills a tuple subclass in place: what namedtuple's __new__ does,
+ * without its Python frame and two temporary tuples. Any other call, and everything but a call (attributes,
+ * isinstance(), issubclass(), a class statement), is the class's own. It holds the one class it checked when it
+ * was made, for good. Not in a Limited API (abi3) build: a tuple's layout is not part of the Limited API.
  */
 #ifndef FASTCOMMON_METADATUM_H
 #define FASTCOMMON_METADATUM_H
@@ -21,22 +13,13 @@
 #include "counters.h"
 
 #if defined(Py_LIMITED_API)
-
 #define FASTCOMMON_HAS_METADATUM 0
-
-static PyObject *
-fastcommon_constructor_type(void)
-{
-    Py_RETURN_NONE;
-}
-
+#define fastcommon_constructor_type() Py_NewRef(Py_None)
 #else
-
 #define FASTCOMMON_HAS_METADATUM 1
 
-/* What a tuple's allocation leaves to whoever fills one in place, by CPython version: 3.14 and 3.15 cache a
-   tuple's hash in it, and tuple.__new__ marks it not computed yet. A CPython not checked here fails the build,
-   rather than build entries whose hash could be wrong; the extension then stays out (setup.py). */
+/* 3.14 and 3.15 cache a tuple's hash in it, which tuple.__new__ marks not computed yet. A CPython not checked here
+   fails the build, rather than build entries whose hash could be wrong (setup.py then installs pure Python). */
 #if PY_VERSION_HEX >= 0x03100000
 #error "fastcommon: check how this CPython lays out a tuple (fastcommon_build_entry) before building for it"
 #elif PY_VERSION_HEX >= 0x030E0000
@@ -52,9 +35,7 @@ typedef struct {
     Py_ssize_t counter;        /* where it counts its calls for `run --report`, or -1 */
 } fastcommon_constructor;
 
-/* The deallocator of a class a `class` statement makes (subtype_dealloc): that of a plain subclass of tuple
-   made when the module is imported. */
-static destructor fastcommon_python_class_dealloc;
+static destructor fastcommon_python_class_dealloc; /* subtype_dealloc: a class statement's classes' */
 
 /* Why instances of cls cannot be built as a tuple of two items written in place; NULL if they can. A subclass's
    __bases__ can be reassigned only between layout-compatible bases, and a type's sizes never change, so what is
@@ -90,14 +71,13 @@ fastcommon_tuple_layout_problem(PyObject *cls)
     if (type->tp_dictoffset != 0 || type->tp_weaklistoffset != 0) {
         return "has a __dict__ or a __weakref__";
     }
-#ifdef Py_TPFLAGS_MANAGED_DICT
+#if defined(Py_TPFLAGS_MANAGED_DICT) && defined(Py_TPFLAGS_MANAGED_WEAKREF)
+    if (PyType_HasFeature(type, Py_TPFLAGS_MANAGED_DICT) || PyType_HasFeature(type, Py_TPFLAGS_MANAGED_WEAKREF)) {
+        return "has a __dict__ or a __weakref__";
+    }
+#elif defined(Py_TPFLAGS_MANAGED_DICT)
     if (PyType_HasFeature(type, Py_TPFLAGS_MANAGED_DICT)) {
         return "has a __dict__";
-    }
-#endif
-#ifdef Py_TPFLAGS_MANAGED_WEAKREF
-    if (PyType_HasFeature(type, Py_TPFLAGS_MANAGED_WEAKREF)) {
-        return "has a __weakref__";
     }
 #endif
     if (type->tp_basicsize != PyTuple_Type.tp_basicsize || type->tp_itemsize != PyTuple_Type.tp_itemsize) {
@@ -115,25 +95,20 @@ fastcommon_build_entry(PyObject *self, PyObject *const *args, size_t nargsf, PyO
     if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
         return PyObject_Vectorcall(cls, args, nargsf, kwnames);
     }
+    /* From 3.12 the class's own allocation, zeroed and tracked, as tuple.__new__ makes a subclass's; before, as a
+       tuple of two is allocated, tracked once filled: each the fewer instructions on its CPythons. */
 #if PY_VERSION_HEX >= 0x030C0000
-    /* The class's own allocation, zeroed and tracked, as tuple.__new__ makes a subclass's: from 3.12 it costs
-       fewer instructions than the allocation of a tuple of two below, which costs fewer before. */
     entry = (PyTupleObject *)((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 2);
-    if (entry == NULL) {
-        return NULL;
-    }
-    entry->ob_item[0] = Py_NewRef(args[0]);
-    entry->ob_item[1] = Py_NewRef(args[1]);
-    FASTCOMMON_RESET_TUPLE_HASH(entry);
 #else
-    /* As a tuple of two is allocated: its items are set before the garbage collector can see it. */
     entry = PyObject_GC_NewVar(PyTupleObject, (PyTypeObject *)cls, 2);
+#endif
     if (entry == NULL) {
         return NULL;
     }
     entry->ob_item[0] = Py_NewRef(args[0]);
     entry->ob_item[1] = Py_NewRef(args[1]);
     FASTCOMMON_RESET_TUPLE_HASH(entry);
+#if PY_VERSION_HEX < 0x030C0000
     PyObject_GC_Track(entry);
 #endif
     return (PyObject *)entry;
@@ -185,8 +160,7 @@ fastcommon_constructor_traverse(PyObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* No tp_clear: cls is never NULL while the object lives. A cycle through it is broken at the class, whose own
-   tp_clear empties its dict. */
+/* No tp_clear: cls is never NULL; a cycle through it is broken at the class, whose tp_clear empties its dict. */
 static void
 fastcommon_constructor_dealloc(PyObject *self)
 {
@@ -197,8 +171,8 @@ fastcommon_constructor_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
-/* As the class answers: every attribute is the class's, read and written there, but __mro_entries__, which a
-   class statement reads on a base that is not a class (isinstance() and issubclass() look on the type). */
+/* Every attribute is the class's, but __mro_entries__, which a class statement reads on a base that is not a class
+   (isinstance() and issubclass() look their methods up on the type). */
 static PyObject *
 fastcommon_constructor_getattro(PyObject *self, PyObject *name)
 {
@@ -234,7 +208,6 @@ fastcommon_constructor_subclasscheck(PyObject *self, PyObject *subclass)
     return is < 0 ? NULL : PyBool_FromLong(is);
 }
 
-/* `class Sub(cygrpc._Metadatum)` subclasses the class. */
 static PyObject *
 fastcommon_constructor_mro_entries(PyObject *self, PyObject *bases)
 {
