@@ -23,7 +23,7 @@
 #if defined(Py_LIMITED_API) /* an OrderedDict's and a list's insides are not in it */
 #define FASTCOMMON_HAS_ITERATOR 0
 #define fastcommon_iterator_type() Py_NewRef(Py_None)
-#define fastcommon_iterator_new(type, metadata, start) Py_NewRef(Py_None)
+#define fastcommon_iterator_new(type, m, s) ((void)(type), (void)(m), (void)(s), Py_NewRef(Py_None)) /* unused */
 #else
 
 #define FASTCOMMON_HAS_ITERATOR 1
