@@ -9,13 +9,13 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .._registry import USER_AGENT
+from .._registry import CLASS, USER_AGENT, of_kind
 
 
 @functools.cache
 def _reference_metadatum() -> Any:
     """The namedtuple as grpc defines it, to compare against; made when first needed (32 µs), not at import."""
-    return collections.namedtuple("_Metadatum", ("key", "value"))
+    return collections.namedtuple(of_kind(CLASS)[0].attribute, ("key", "value"))
 
 
 def class_difference(cls: Any) -> str | None:
@@ -78,5 +78,5 @@ def difference(cls: Any, build: Callable[..., Any]) -> str | None:
     """The first probe on which the entries ``build`` makes differ from grpc's class's own, described; None if none."""
     for args, kwargs in PROBES:
         if _outcome(cls, args, kwargs) != _outcome(build, args, kwargs):
-            return f"it differs on a probe: _Metadatum(*{args!r:.40}, **{kwargs!r})"
+            return f"it differs on a probe: {cls.__name__}(*{args!r:.40}, **{kwargs!r})"
     return None
