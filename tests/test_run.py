@@ -152,6 +152,66 @@ def test_bad_usage_exits_2_with_a_short_message(tmp_path, args, message):
     assert error.startswith("python -m fastcommon run: error: ") and message in error
 
 
+def test_an_unknown_option_before_the_command_is_named(tmp_path):
+    result = python("-m", "fastcommon", "--bogus", "app.py", cwd=tmp_path)
+    usage, error = result.stderr.splitlines()
+    assert (result.returncode, usage.split()[:4]) == (2, ["usage:", "python", "-m", "fastcommon"])
+    assert error == "python -m fastcommon: error: unrecognized arguments: --bogus"
+
+
+FLAGS = "import sys; print(sys.flags.dev_mode, sys.flags.optimize, sys.flags.dont_write_bytecode, sys.warnoptions)"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["-X", "dev"], ["-Xdev"], ["-W", "error"], ["-Werror::DeprecationWarning"], ["-O"], ["-OO"], ["-u", "-B"],
+     ["-uB"], ["-X", "dev", "-W", "ignore", "-O"]],
+)  # fmt: skip
+def test_pythons_own_options_after_run_reach_the_program_as_python_takes_them(tmp_path, options):
+    run = fastcommon_run(*options, "-c", FLAGS, cwd=tmp_path)
+    plain = python(*options, "-c", FLAGS, cwd=tmp_path)
+    assert (run.returncode, run.stdout) == (plain.returncode, plain.stdout) and run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize("options", [["-E"], ["-I"], ["-S"], ["-uE"], ["-X", "dev", "-S"]])
+def test_pythons_options_that_would_skip_the_bootstrap_are_refused_in_one_line(tmp_path, options):
+    result = fastcommon_run(*options, "-c", "print(1)", cwd=tmp_path)
+    usage, error = result.stderr.splitlines()
+    assert (result.returncode, result.stdout, usage) == (2, "", f"usage: {command_line.RUN_USAGE}")
+    assert error == (
+        "python -m fastcommon run: error: cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH"
+        " or sitecustomize"
+    )
+
+
+@pytest.mark.parametrize("option", ["-X", "-W"])
+def test_a_python_option_without_its_value_is_named(tmp_path, option):
+    result = fastcommon_run(option, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.splitlines()[-1].endswith(
+        f"argument {option}: expected one argument"
+    )
+
+
+def test_a_pure_python_install_warns_once_in_each_process_that_imports_grpc_and_not_in_the_launcher(tmp_path):
+    import shutil
+
+    import fastcommon
+
+    package = tmp_path / "fastcommon"
+    shutil.copytree(
+        os.path.dirname(fastcommon.__file__), package, ignore=shutil.ignore_patterns("__pycache__", "*.txt")
+    )
+    for compiled in package.glob("fast_common.*"):
+        if compiled.suffix in (".so", ".pyd"):
+            compiled.unlink()  # as a failed build leaves it
+    environ = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    environ.pop("FASTCOMMON_PURE_PYTHON", None)
+    for program, expected in (("import grpc, fastcommon; print(fastcommon.is_patched())", 1), ("print(False)", 0)):
+        result = python("-W", "always", "-m", "fastcommon", "run", "-c", program, cwd=tmp_path, env=environ)
+        assert result.returncode == 0, result.stderr
+        assert program_stderr(result).count(": FastcommonWarning: fastcommon is running pure Python") == expected
+
+
 PROGRAMS = {  # what python takes as a program, and what it refuses in its own words: (arguments, stdin)
     "a folder with __main__.py": (["folder", "x"], None),
     "a folder without": (["empty"], None),

@@ -30,8 +30,10 @@ Run a script or a module as plain python runs it (the same argv, __main__, exit 
 signals), with grpc patched in it and in every Python process it starts that inherits its
 environment (multiprocessing workers, subprocess children), each when it imports grpc.
 
-fastcommon's options come first. Everything after the script, or after -m MODULE, is the
-program's, passed on verbatim: -h, --report, -m and -- included.
+fastcommon's options and python's come first (-X, -W, -O, -u, -B and python's other flags,
+as python takes them; not -E, -I or -S, under which python would skip fastcommon's start-up).
+Everything after the script, or after -m MODULE, is the program's, passed on verbatim: -h,
+--report, -m and -- included.
 
 With --report, each patched process prints what it saved as it ends (on exit, or on SIGTERM where the
 program leaves SIGTERM at its default); with --report-file PATH it also appends one JSON line to PATH.
@@ -41,10 +43,14 @@ examples:
   python -m fastcommon run -m mycompany.server --port 50051
   python -m fastcommon run --report -m pytest -q tests
   python -m fastcommon run --report-file reports.jsonl -m mycompany.server
+  python -m fastcommon run -X dev -W error server.py
 """
 
 
-RUN_USAGE = "python -m fastcommon run [-h] [--report] [--report-file PATH] (file | -m MODULE | -c CODE | -) [args ...]"
+RUN_USAGE = (
+    "python -m fastcommon run [-h] [--report] [--report-file PATH] [python options] "
+    "(file | -m MODULE | -c CODE | -) [args ...]"
+)
 
 
 def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -76,38 +82,48 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
 VALUE_OPTIONS = ("--report-file",)  # fastcommon's own options that take a value, as the next argument
+PYTHON_VALUE_OPTIONS = ("-X", "-W")  # python's options that take a value, attached or next
+PYTHON_FLAGS = "bBdiOPqRsuv"  # python's flags, alone or together (-OO, -uB)
+SKIPS_STARTUP = "EIS"  # python's flags under which it would ignore PYTHONPATH, or not run sitecustomize
 
 
-def split_program(argv: list[str]) -> tuple[list[str], list[str]]:
-    """fastcommon's own options, and the program as python takes it: [file, args...], [-m, module, args...], ..."""
-    for i, arg in enumerate(argv):
-        if i > 0 and argv[i - 1] in VALUE_OPTIONS:
-            continue  # that option's value
+def split_program(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """fastcommon's own options, python's, and the program as python takes it: [file, args...], [-m, module, ...]."""
+    ours: list[str] = []
+    pythons: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
         if arg == "--":
-            return argv[:i], argv[i + 1 :]
-        if arg in PROGRAM_OPTIONS or arg == "-":
-            return argv[:i], argv[i:]
+            return ours, pythons, argv[i + 1 :]
+        if arg in PROGRAM_OPTIONS or arg == "-" or not arg.startswith("-"):
+            return ours, pythons, argv[i:]
         if arg[:2] in PROGRAM_OPTIONS:  # -mpkg.mod, -ccode, as python accepts them
-            return argv[:i], [arg[:2], arg[2:], *argv[i + 1 :]]
-        if not arg.startswith("-"):
-            return argv[:i], argv[i:]
-    return argv, []
+            return ours, pythons, [arg[:2], arg[2:], *argv[i + 1 :]]
+        taken = 2 if arg in VALUE_OPTIONS + PYTHON_VALUE_OPTIONS else 1  # the option, and its value if apart
+        is_python = arg[:2] in PYTHON_VALUE_OPTIONS or (arg[1:] != "" and set(arg[1:]) <= set(PYTHON_FLAGS + "EIS"))
+        (pythons if is_python and not arg.startswith("--") else ours).extend(argv[i : i + taken])
+        i += taken
+    return ours, pythons, []
 
 
 def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
     """Run a program under plain python, with every Python process of it adopted."""
-    options, program = split_program(argv)
+    options, python_options, program = split_program(argv)
     parsed = run_parser.parse_args(options)
     if parsed.report_file is not None and (problem := _launcher.report_file_problem(parsed.report_file)):
         run_parser.error(f"argument --report-file: {parsed.report_file}: {problem}")
-    if sys.flags.ignore_environment or sys.flags.no_site:
+    skipping = [
+        flag for flag in SKIPS_STARTUP if any(o[:2] not in PYTHON_VALUE_OPTIONS and flag in o for o in python_options)
+    ]
+    if sys.flags.ignore_environment or sys.flags.no_site or skipping:
         run_parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
+    if python_options[-1:] in (["-X"], ["-W"]) or program in (["-m"], ["-c"]):
+        run_parser.error(f"argument {(python_options[-1:] or program)[0]}: expected one argument")
     if not program:
         run_parser.error("give a program to run: a file, -m MODULE, -c CODE or -")
-    if program == ["-m"] or program == ["-c"]:
-        run_parser.error(f"argument {program[0]}: expected one argument")
     # python runs it, or says why not, as it would without fastcommon
-    _launcher.launch(program, report=parsed.report, report_file=parsed.report_file)
+    _launcher.launch([*python_options, *program], report=parsed.report, report_file=parsed.report_file)
 
 
 def show_status() -> None:
@@ -151,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if argv[:1] == ["run"]:
             run(run_parser, argv[1:])
+        if unknown := [arg for arg in argv if arg.startswith("-") and arg not in ("-h", "--help")][:1]:
+            parser.error(f"unrecognized arguments: {unknown[0]}")  # before argparse takes what follows for a command
         args = parser.parse_args(argv)
         if args.command == "check":
             sys.exit(check())

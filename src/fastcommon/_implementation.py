@@ -67,10 +67,10 @@ class _ExtensionWithSource(importlib.machinery.ExtensionFileLoader):
             return None
 
 
-def _load_implementation() -> tuple[types.ModuleType, str | None]:
-    """Return the module to use and, when it is the pure one, why."""
+def _load_implementation() -> tuple[types.ModuleType, str | None, bool]:
+    """Return the module to use, why it is the pure one (or None), and whether that is news to warn of."""
     if _env_flag("FASTCOMMON_PURE_PYTHON"):
-        return common, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}"
+        return common, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}", False
     try:
         fast_common = importlib.import_module("fastcommon.fast_common")
     except ModuleNotFoundError as exc:
@@ -84,14 +84,21 @@ def _load_implementation() -> tuple[types.ModuleType, str | None]:
         spec = fast_common.__spec__
         if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader) and spec.origin:
             spec.loader = fast_common.__loader__ = _ExtensionWithSource(spec.name, spec.origin)
-        return fast_common, None
-    if warn:
-        warnings.warn(f"fastcommon is running pure Python: {reason}", FastcommonWarning, stacklevel=3)
-    return common, reason
+        return fast_common, None, False
+    return common, reason, warn
 
 
-chosen, PURE_PYTHON_REASON = _load_implementation()
+chosen, PURE_PYTHON_REASON, _unwanted = _load_implementation()
 IMPLEMENTATION = "python" if chosen is common else "cython"
+
+
+def warn_if_unwanted_pure_python(stacklevel: int) -> None:
+    """Once per process, where grpc is patched: a FastcommonWarning that the compiled module did not load (not when
+    pure Python was asked for), so that neither `import fastcommon` nor `python -m fastcommon run` warns itself."""
+    global _unwanted
+    if _unwanted:
+        _unwanted = False
+        warnings.warn(f"fastcommon is running pure Python: {PURE_PYTHON_REASON}", FastcommonWarning, stacklevel + 1)
 
 
 def unoffered(replaceable: _registry.Replaceable) -> str | None:

@@ -44,6 +44,7 @@ def verdicts(found: _grpc.Modules | None = None) -> dict[str, Verdict]:
 
 def install(make: Make = _implementation.replacements) -> tuple[str, ...]:
     """Put what ``make`` gives wherever the gate allows; warn, once, of those it refused."""
+    _implementation.warn_if_unwanted_pure_python(stacklevel=3)
     found = _grpc.modules()
     with _lock:
         if _installed:
