@@ -6,8 +6,8 @@ FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build, or an extension that
 FASTCOMMON_LIMITED_API=1          build for the Limited API of CPython 3.11: one abi3 wheel for every later
                                   CPython, the fallback where no per-version wheel exists yet.
 Otherwise a failed compile leaves a pure-Python install, one warning banner, and a
-record of the error that ``import fastcommon`` turns into a runtime warning (pip
-hides build output). Both record files are read by fastcommon/__init__.py.
+record of the error that patch() turns into a runtime warning (pip hides build output).
+Both record files are read by fastcommon/_implementation.py.
 """
 
 import os
@@ -67,7 +67,7 @@ def check_that_it_imports(path):
 
 
 class BuildPyRecordingPurpose(build_py):
-    """build_py that marks a pure build made on purpose, so that import does not warn."""
+    """build_py that marks a pure build made on purpose, so that patch() does not warn."""
 
     def run(self):
         super().run()
