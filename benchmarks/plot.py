@@ -159,7 +159,11 @@ def main(argv):
     """Chart saved results: pyperf's per call (-o of a per-call run), --rpc's and --rpc-instructions' (-o)."""
     import pyperf
 
-    parser = argparse.ArgumentParser(prog="python benchmark.py --plot DIR", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python benchmark.py --plot DIR",
+        usage="python benchmark.py --plot DIR [results.json ...]",
+        description=main.__doc__,
+    )
     parser.add_argument("--plot", metavar="DIR", required=True)
     parser.add_argument("--plot-format", choices=FORMATS, default=FORMATS[0], help="the charts' format")
     parser.add_argument("results", nargs="+", help="JSON files written by python benchmark.py [--rpc...] -o FILE")

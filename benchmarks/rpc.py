@@ -322,7 +322,11 @@ def expected_differences(expected, control):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python benchmark.py --rpc", description="stock against patched, per RPC")
+    parser = argparse.ArgumentParser(
+        prog="python benchmark.py --rpc",
+        usage="python benchmark.py --rpc [options]",
+        description="stock against patched, per RPC",
+    )
     parser.add_argument("--rpc", action="store_true")
     parser.add_argument(
         "--rounds", type=positive_int, default=ROUNDS, help=f"rounds, each with fresh processes (default {ROUNDS})"

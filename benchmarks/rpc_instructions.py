@@ -247,7 +247,11 @@ def report(results, rpcs):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python benchmark.py --rpc-instructions", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python benchmark.py --rpc-instructions",
+        usage="python benchmark.py --rpc-instructions [options]",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("--rpc-instructions", action="store_true")
     parser.add_argument(
         "--rpcs", type=positive_int, default=RPCS, help=f"N, the RPCs of the first measured batch ({RPCS})"

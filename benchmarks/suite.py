@@ -111,6 +111,7 @@ def main(argv=None):
 
     runner = pyperf.Runner(**RUNNER_SETTINGS, add_cmdline_args=forward_options)
     runner.argparser.prog = "python benchmark.py"  # in usage errors, as the other modes name themselves
+    runner.argparser.usage = "python benchmark.py [mode] [options]  (python benchmark.py --help: all of them)"
     runner.argparser.add_argument(
         "--more-inputs", action="store_true", help="also time a 1 KiB details string, non-ASCII text and invalid UTF-8"
     )

@@ -399,6 +399,17 @@ def test_report_block_reads_as_documented(monkeypatch, metadatum):
     assert REPORT_BLOCK.fullmatch(text)
 
 
+def test_a_saving_timing_cannot_tell_from_none_reads_within_noise_never_below_zero(monkeypatch):
+    from grpc import _common
+
+    report = helpers.Report()
+    report.timed = {"decode": (_common.decode, _common.decode)}  # the same function on both sides: nothing saved
+    assert report.per_call_saving_ns("decode") >= 0.0
+    monkeypatch.setattr(report, "per_call_saving_ns", lambda name: 0.0)
+    text = helpers.report_text(report.summary({"encode": 0, "decode": 5}, cpu_seconds=1.0))
+    assert "(per call, timed at exit: decode within noise)" in text
+
+
 def test_report_names_each_replaceable_as_is_patched_takes_it_and_lists_uncalled_methods_apart(monkeypatch):
     report = helpers.Report()
     monkeypatch.setattr(report, "per_call_saving_ns", lambda name: 1000.0)

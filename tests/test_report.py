@@ -203,3 +203,13 @@ def test_a_report_file_that_cannot_be_written_is_refused_before_the_program_star
     assert usage.startswith("usage: python -m fastcommon run ") and error.startswith(
         f"python -m fastcommon run: error: argument --report-file: {target}: "
     )
+
+
+def test_no_report_file_appears_when_no_process_reports(tmp_path):
+    target = tmp_path / "reports.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "fastcommon", "run", "--report-file", str(target), "-c", "print('no grpc here')"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (0, "no grpc here\n") and not target.exists()
+

@@ -10,6 +10,7 @@ imported and grpc patched, counting its calls for the report under ``--report`` 
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -43,14 +44,15 @@ def environment(report: bool, report_file: str | None = None) -> dict[str, str]:
 
 def report_file_problem(path: str) -> str | None:
     """Why reports cannot be appended to ``path`` (a directory, a folder that is missing, no permission), or None.
-    Opening it for appending creates it, empty, where it does not exist yet."""
+    Nothing is created: the file appears with the first process that reports."""
     if os.path.isdir(path):
         return "is a directory"
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return None
+    if os.path.exists(path):
+        return None if os.access(path, os.W_OK) else os.strerror(errno.EACCES)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return os.strerror(errno.ENOENT)
+    return None if os.access(folder, os.W_OK | os.X_OK) else os.strerror(errno.EACCES)
 
 
 def launch(program: list[str], report: bool, report_file: str | None = None) -> NoReturn:
