@@ -212,4 +212,3 @@ def test_no_report_file_appears_when_no_process_reports(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert (result.returncode, result.stdout) == (0, "no grpc here\n") and not target.exists()
-

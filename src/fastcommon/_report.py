@@ -149,7 +149,7 @@ class Report:
         arguments = BY_NAME[name].calibration
         timers = [_timer(function, arguments(cls, cls(USER_AGENT))) for function in (grpcs, ours)]
         best = [min(runs) for runs in zip(*([timer.timeit(2000) for timer in timers] for _ in range(7)), strict=True)]
-        return max(0.0, (best[0] - best[1]) / 2000 * 1e9)
+        return max(0.0, float(best[0] - best[1]) / 2000 * 1e9)
 
 
 def _taken(function: Callable[..., Any]) -> Callable[..., Any]:
