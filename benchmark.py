@@ -95,11 +95,11 @@ def main():
     elif argv[:1] == ["--rpc-instructions-server"]:
         from benchmarks import rpc_instructions
 
-        rpc_instructions.server(*argv[1:4])
+        rpc_instructions.server(*argv[1:5])
     elif argv[:1] == ["--rpc-instructions-client"]:
         from benchmarks import rpc_instructions
 
-        rpc_instructions.client(*argv[1:6])
+        rpc_instructions.client(*argv[1:7])
     elif "--rpc-instructions" in argv:
         from benchmarks import rpc_instructions
 

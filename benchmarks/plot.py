@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 
-from benchmarks.callgrind import python_side, saving
+from benchmarks.callgrind import whole_process_saving
 from benchmarks.timing import AIO_METADATA, METADATUM
 
 # Into the environment as it is: pip install ".[plot]" would replace an editable install with a copy.
@@ -112,22 +112,21 @@ def _instructions_panel(axis, results):
     rows = sorted({key[:3] for key in counted}, key=lambda key: (key[0] != "sync", key[1], key[2] != "server"))
     for row, key in enumerate(rows):
         stock, patched = (
-            [python_side(costs) / 1000 for run, costs in counted.items() if run[:4] == (*key, mode)]
-            for mode in ("stock", "patched")
+            [costs for run, costs in counted.items() if run[:4] == (*key, mode)] for mode in ("stock", "patched")
         )
-        saved, share, low, high = saving(stock, patched)
-        mean_stock, mean_patched = sum(stock) / len(stock), sum(patched) / len(patched)
-        axis.barh(row - 0.2, mean_stock, 0.4, color="#b0b0b0", label="grpc stock" if row == 0 else None)
-        axis.barh(row + 0.2, mean_patched, 0.4, color="#1f77b4", label="patched by fastcommon" if row == 0 else None)
-        axis.text(mean_patched, row + 0.2, f" {saved:,.1f}k saved ({share:.1%}; {low:.1%} to {high:.1%})",
-                  va="center", fontsize=8)  # fmt: skip
+        headline = whole_process_saving(stock, patched)
+        whole, saved = headline["stock"] / 1000, headline["saved"] / 1000
+        axis.barh(row - 0.2, whole, 0.4, color="#b0b0b0", label="grpc stock" if row == 0 else None)
+        axis.barh(row + 0.2, whole - saved, 0.4, color="#1f77b4", label="patched by fastcommon" if row == 0 else None)
+        axis.text(whole - saved, row + 0.2, f" {saved:,.1f}k saved ({headline['share']:.1%}; {headline['low']:.1%} "
+                  f"to {headline['high']:.1%})", va="center", fontsize=8)  # fmt: skip
     axis.set_yticks(
         range(len(rows)), [f"{flavour}, {headers} headers: {process}" for flavour, headers, process in rows]
     )
     axis.invert_yaxis()
     axis.set_xlim(0, axis.get_xlim()[1] * 1.35)  # room for the labels right of each bar
-    axis.set_xlabel("thousands of instructions per RPC, Python side (callgrind; the means of the runs)")
-    axis.set_title("python benchmark.py --rpc-instructions")
+    axis.set_xlabel("thousands of instructions per RPC, the whole process; saved: counted on its Python side")
+    axis.set_title("python benchmark.py --rpc-instructions: the share of the whole process")
 
 
 def _cpu_panel(axis, results):

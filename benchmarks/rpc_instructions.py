@@ -2,30 +2,30 @@
 
 A server and a client, each a process of its own, each under valgrind --tool=callgrind. For each of
 no request headers and ten, the client makes 30 RPCs to warm up, then a "mark" RPC, N RPCs, a mark,
-2N RPCs, a mark. At each mark both processes dump their counters (callgrind dumps when libc's
-getppid is entered: the server's handler calls it for a mark, the client once the mark's reply is
-back). The dump between the second and third marks less the one between the first and second is
-N RPCs exactly: start-up, warm-up and the marks themselves cancel out. Instructions per RPC are that
-difference over N, in all and split by the object they ran in.
+2N RPCs, a mark. At each mark both processes collect their garbage, freeze what survives (so that no
+later collection walks it), and dump their counters (callgrind dumps when libc's getppid is entered:
+the server's handler calls it for a mark, the client once the mark's reply is back). The dump between
+the second and third marks less the one between the first and second is N RPCs exactly: start-up,
+warm-up and the marks themselves cancel out. Instructions per RPC are that difference over N, in all
+and split by the object they ran in; the collections each segment held are counted and shown.
 
-The headline counts the Python side of each process: the interpreter loop, the rest of libpython,
-fastcommon, and Python's other extension modules (CPython's own, protobuf's). That is the work
-fastcommon can change, and all of its saving lies there. The whole process, shown beside it, adds
-grpc's extension (grpc core and its Cython layer, one stripped object that cannot be split by
-function), libc and the rest: there grpc core's own threads poll, lock and wait, and how often
-depends on how valgrind interleaves the threads, up to 27,000 instructions per RPC apart between two
-runs of the same code. (Counting by thread cannot separate them: at a mark callgrind's
---separate-threads dumps only the thread that calls getppid.)
+The saving is counted where fastcommon works, each process's Python side (the interpreter loop, the
+rest of libpython, fastcommon, Python's other extension modules), which repeats from run to run; the
+headline divides it by the whole process's stock instructions, which add grpc's extension (grpc core
+and its Cython layer), libc and the rest: there grpc core's own threads poll, lock and wait, as
+valgrind happens to interleave them, so that the whole process's own difference is noise. The
+dynamic loader's thread-local lookups that libpython makes (CPython 3.12+) count as libpython's.
 
-Every configuration runs stock, patched, stock, patched, four times over: each process's memory
-layout is its own, and moves its Python side by up to 0.8%, so it takes more processes, not more
-RPCs, to repeat. The savings are those of the means, with their range over every stock run against
-every patched one; the control, the later half of the stock runs against the earlier half, is what
-the method itself calls a difference.
+Every configuration runs stock, patched, stock, patched, four times over (--fast: twice): each
+process's memory layout is its own, and moves its Python side by up to 0.8%, so it takes more
+processes, not more RPCs, to repeat. The savings are those of the means, with their range over every
+stock run against every patched one; the control, the later half of the stock runs against the
+earlier half, is what the method itself calls a difference.
 """
 
 import argparse
 import asyncio
+import gc
 import glob
 import json
 import os
@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from benchmarks import plot
-from benchmarks.callgrind import OBJECTS, PYTHON_SIDE, python_side, saving, self_costs, whole_process
+from benchmarks.callgrind import OBJECTS, PYTHON_SIDE, python_side, self_costs, whole_process, whole_process_saving
 from benchmarks.suite import small_message
 from benchmarks.timing import format_table, positive_int
 from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_stubs, import_stubs, make_servicer
@@ -46,6 +46,7 @@ BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 FLAVOURS = ("sync", "aio")
 MODES = ("stock", "patched")
 REPEATS = 4  # runs of each mode, interleaved; a process's memory layout alone moves its Python side up to 0.8%
+FAST_REPEATS = 2  # --fast
 HEADER_COUNTS = (0, len(REQUEST_HEADERS))
 RPCS = 300  # N, the default of --rpcs: what varies varies from process to process, so more runs rather than RPCs
 WARM_UP = 30
@@ -62,7 +63,7 @@ def marking_servicer(pb2, pb2_grpc, flavour):
     def answer(request, context):
         context.invocation_metadata()
         if request.text == MARK:
-            os.getppid()  # callgrind dumps here
+            MARKS.mark()
         return pb2.Echo(text=request.text, payload=request.payload, count=request.count + 1)
 
     class Marking(base):
@@ -76,8 +77,38 @@ def marking_servicer(pb2, pb2_grpc, flavour):
     return AioMarking() if flavour == "aio" else Marking()
 
 
-def server(mode, flavour, stubs_dir):
+class Marks:
+    """A process's marks: each a full collection, what survives it frozen (so that no later collection walks
+    it: a full collection in a segment then costs what the segment itself made), the collections so far noted,
+    then callgrind's dump. At exit the collections per mark go to ``path``, as JSON."""
+
+    def __init__(self):
+        self.path, self.counts, self.noted, self.collecting = None, [0, 0, 0], [], False
+        gc.callbacks.append(self.count)
+
+    def count(self, phase, info):
+        if phase == "start" and not self.collecting:  # the interpreter's own collections, by generation
+            self.counts[info["generation"]] += 1
+
+    def mark(self):
+        self.collecting = True
+        gc.collect()
+        gc.freeze()
+        self.collecting = False
+        self.noted.append(list(self.counts))
+        os.getppid()  # callgrind dumps here
+
+    def save(self):
+        with open(self.path, "w", encoding="utf-8") as file:
+            json.dump(self.noted, file)
+
+
+MARKS = Marks()
+
+
+def server(mode, flavour, stubs_dir, collections_path):
     """A server process: prints its port, then serves until its stdin closes."""
+    MARKS.path = collections_path
     if mode == "patched":
         import fastcommon
 
@@ -96,10 +127,12 @@ def server(mode, flavour, stubs_dir):
         with echo_server(pb2, pb2_grpc, max_workers=4, servicer=servicer) as address:
             print(address.rsplit(":", 1)[1], flush=True)
             sys.stdin.read()
+    MARKS.save()
 
 
-def client(mode, flavour, port, stubs_dir, rpcs):
+def client(mode, flavour, port, stubs_dir, rpcs, collections_path):
     """A client process: for each header count, warm-up, mark, N RPCs, mark, 2N RPCs, mark."""
+    MARKS.path = collections_path
     if mode == "patched":
         import fastcommon
 
@@ -120,7 +153,7 @@ def client(mode, flavour, port, stubs_dir, rpcs):
                             await stub.Unary(request, metadata=metadata)
                         if count != WARM_UP:
                             await stub.Unary(mark, metadata=metadata)
-                            os.getppid()  # callgrind dumps here
+                            MARKS.mark()
 
         asyncio.run(run())
     else:
@@ -133,21 +166,30 @@ def client(mode, flavour, port, stubs_dir, rpcs):
                         stub.Unary(request, metadata=metadata)
                     if count != WARM_UP:
                         stub.Unary(mark, metadata=metadata)
-                        os.getppid()  # callgrind dumps here
+                        MARKS.mark()
+    MARKS.save()
 
 
 def per_rpc(out_prefix, rpcs, executable):
     """{headers: {category: instructions per RPC}} from one process's dumps: (2N segment - N segment) / N."""
-    dumps = sorted(glob.glob(f"{out_prefix}.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
+    dumps = sorted(glob.glob(f"{out_prefix}.[0-9]*"), key=lambda p: int(p.rsplit(".", 1)[1]))
     marks = 3 * len(HEADER_COUNTS)  # then the rest at exit, where the process ends by itself
     if len(dumps) not in (marks, marks + 1):
         raise RuntimeError(f"{out_prefix}: {len(dumps)} callgrind dumps, not {marks}: a getppid call unaccounted for")
     names = {"ob": {}, "fn": {}}
     segments = [self_costs(dump, executable, names) for dump in dumps[:marks]]  # in order: names carry over
-    return {
-        headers: {name: (segments[3 * index + 2][name] - segments[3 * index + 1][name]) / rpcs for name in OBJECTS}
-        for index, headers in enumerate(HEADER_COUNTS)
-    }
+    with open(f"{out_prefix}.collections", encoding="utf-8") as file:
+        noted = json.load(file)  # the collections so far, at each mark
+    costs = {}
+    for index, headers in enumerate(HEADER_COUNTS):
+        costs[headers] = {
+            name: (segments[3 * index + 2][name] - segments[3 * index + 1][name]) / rpcs for name in OBJECTS
+        }
+        first, second, third = noted[3 * index : 3 * index + 3]
+        costs[headers]["collections"] = [
+            [b - a for a, b in zip(x, y, strict=True)] for x, y in ((first, second), (second, third))
+        ]
+    return costs
 
 
 def under_callgrind(out_prefix, args):
@@ -160,31 +202,50 @@ def under_callgrind(out_prefix, args):
                             text=True, env=environ)  # fmt: skip
 
 
-def measure(stubs_dir, out_dir, rpcs):
+SECONDS_A_RUN = 14  # a run's seconds per second of callgrind starting `python -c "import grpc"`, measured here
+
+
+def estimate():
+    """How long one run will take on this machine: callgrind starting grpc, timed, times what a run takes here."""
+    started = time.monotonic()
+    subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
+                    "import grpc"], capture_output=True, check=False)  # fmt: skip
+    return (time.monotonic() - started) * SECONDS_A_RUN
+
+
+def measure(stubs_dir, out_dir, rpcs, repeats):
     """{(flavour, headers, process, mode, run): {category: instructions per RPC}}, a server and client at a time."""
     executable = os.path.basename(os.path.realpath(sys.executable))
     results = {}
-    for flavour in FLAVOURS:
-        for run in range(1, REPEATS + 1):
-            for mode in MODES:  # interleaved, so that a drift in the machine falls on both modes
-                print(f"--rpc-instructions: {flavour}, {mode}, run {run} of {REPEATS}", file=sys.stderr, flush=True)
-                prefix = os.path.join(out_dir, f"{flavour}-{mode}-{run}")
-                serve_and_ask(prefix, mode, flavour, stubs_dir, rpcs)
-                for process in PROCESSES:
-                    for headers, costs in per_rpc(f"{prefix}-{process}", rpcs, executable).items():
-                        results[flavour, headers, process, mode, run] = costs
+    runs = [(flavour, run, mode) for flavour in FLAVOURS for run in range(1, repeats + 1) for mode in MODES]
+    started, expected = time.monotonic(), estimate()
+    print(f"--rpc-instructions: {len(runs)} runs under callgrind, a server and a client each; about "
+          f"{len(runs) * expected / 60:.0f} min here (--fast: {FAST_REPEATS} runs of each mode)", file=sys.stderr,
+          flush=True)  # fmt: skip
+    for done, (flavour, run, mode) in enumerate(runs):  # the modes interleaved: a drift falls on both
+        prefix = os.path.join(out_dir, f"{flavour}-{mode}-{run}")
+        serve_and_ask(prefix, mode, flavour, stubs_dir, rpcs)
+        for process in PROCESSES:
+            for headers, costs in per_rpc(f"{prefix}-{process}", rpcs, executable).items():
+                results[flavour, headers, process, mode, run] = costs
+        left = (time.monotonic() - started) / (done + 1) * (len(runs) - done - 1)
+        print(f"--rpc-instructions: {done + 1} of {len(runs)} runs ({flavour}, {mode}); about {left / 60:.0f} min "
+              "left", file=sys.stderr, flush=True)  # fmt: skip
     return results
 
 
 def serve_and_ask(prefix, mode, flavour, stubs_dir, rpcs):
     """Run a server and its client under callgrind, their dumps at ``prefix``-server.* and -client.*."""
-    serving = under_callgrind(f"{prefix}-server", ["--rpc-instructions-server", mode, flavour, stubs_dir])
+    serving = under_callgrind(
+        f"{prefix}-server", ["--rpc-instructions-server", mode, flavour, stubs_dir, f"{prefix}-server.collections"]
+    )
     try:
         port = serving.stdout.readline().strip()
         if not port.isdigit():
             raise RuntimeError(f"the {flavour} server under callgrind did not start: {serving.stderr.read()}")
         asking = under_callgrind(
-            f"{prefix}-client", ["--rpc-instructions-client", mode, flavour, port, stubs_dir, str(rpcs)]
+            f"{prefix}-client",
+            ["--rpc-instructions-client", mode, flavour, port, stubs_dir, str(rpcs), f"{prefix}-client.collections"],
         )
         _, errors = asking.communicate()
         if asking.returncode != 0:
@@ -199,39 +260,57 @@ def runs_of(results, row, mode):
     return [costs for key, costs in sorted(results.items()) if key[:3] == row and key[3] == mode]
 
 
-def control(stock):
-    """The later half of the stock runs against the earlier half, their means: what the method calls a difference."""
-    earlier, later = statistics.fmean(stock[: len(stock) // 2]), statistics.fmean(stock[len(stock) // 2 :])
-    return (later - earlier) / earlier
+def control(stock_python, stock_whole):
+    """The later half of the stock runs against the earlier half (their Python sides' means, over the whole
+    process's): what the method itself calls a difference."""
+    half = len(stock_python) // 2
+    earlier, later = statistics.fmean(stock_python[:half]), statistics.fmean(stock_python[half:])
+    return (later - earlier) / statistics.fmean(stock_whole)
 
 
-def savings_table(results, count):
-    """Stock against patched, ``count`` of each run: the means, the saving and its range, the control."""
-    rows = [("RPCs", "process", "stock", "patched", "saved", "range", "control: stock, later half")]
+def savings_table(results):
+    """Stock against patched: the whole process's instructions, the Python side's saving, its share of the whole
+    process (the headline) and of the Python side, the range of the headline over every pair of runs, the control."""
+    rows = [("RPCs", "process", "stock, whole process", "saved (Python side)", "of the whole process", "range",
+             "of the Python side", "control")]  # fmt: skip
     for flavour, headers, process in ROWS:
-        stock, patched = ([count(c) for c in runs_of(results, (flavour, headers, process), m)] for m in MODES)
-        saved, share, low, high = saving(stock, patched)
+        stock, patched = (runs_of(results, (flavour, headers, process), mode) for mode in MODES)
+        headline = whole_process_saving(stock, patched)
+        check = control([python_side(c) for c in stock], [whole_process(c) for c in stock])
         rows.append(
-            (f"{flavour} unary, {headers} headers", process, f"{statistics.fmean(stock):,.0f}",
-             f"{statistics.fmean(patched):,.0f}", f"{saved:,.0f} ({share:.1%})", f"{low:.1%} to {high:.1%}",
-             f"{control(stock):+.2%}")
+            (f"{flavour} unary, {headers} headers", process, f"{headline['stock']:,.0f}", f"{headline['saved']:,.0f}",
+             f"{headline['share']:.1%}", f"{headline['low']:.1%} to {headline['high']:.1%}",
+             f"{headline['python_share']:.1%}", f"{check:+.2%}")
         )  # fmt: skip
     return format_table(rows)
 
 
+def collections_table(results):
+    """The collections each measured segment held (N RPCs, then 2N), by generation: the means of the runs."""
+    rows = [("RPCs", "process", "mode", "N: gen 0, 1, 2", "2N: gen 0, 1, 2")]
+    for flavour, headers, process in ROWS:
+        for mode in MODES:
+            runs = [costs["collections"] for costs in runs_of(results, (flavour, headers, process), mode)]
+            segments = [
+                ", ".join(f"{statistics.fmean(run[s][g] for run in runs):.1f}" for g in range(3)) for s in (0, 1)
+            ]
+            rows.append((f"{flavour} unary, {headers} headers", process, mode, *segments))
+    return format_table(rows)
+
+
 def report(results, rpcs):
-    """The tables: instructions per RPC, stock against patched, Python side and whole process; and where they run."""
+    """The tables: the saving per RPC against the whole process, the collections, and where the instructions run."""
     lines = [
         f"Instructions per RPC (callgrind; {rpcs} RPCs, the difference of 2N and N between marks). Each mode ran "
-        f"{len(runs_of(results, ROWS[0], MODES[0]))} times, interleaved: the means; the range of every stock run "
+        f"{len(runs_of(results, ROWS[0], MODES[0]))} times, interleaved: the means. Saved: counted on each process's "
+        f"Python side ({', '.join(PYTHON_SIDE)}), where fastcommon works; the headline divides it by the whole "
+        "process's stock instructions (grpc's extension, libc and the rest added); its range, every stock run "
         "against every patched one; the control, the later half of the stock runs against the earlier half.",
         "",
-        f"The headline, the Python side ({', '.join(PYTHON_SIDE)}), where fastcommon's saving lies:",
-        savings_table(results, python_side),
+        savings_table(results),
         "",
-        "The whole process, which adds grpc's extension, libc and the rest, where grpc core's own threads poll and",
-        "wait as valgrind happens to interleave them:",
-        savings_table(results, whole_process),
+        "Collections in each measured segment (automatic ones; a full one walks only what the segment made):",
+        collections_table(results),
         "",
         "Where they run, instructions per RPC (and share) by object, the means of the runs:",
     ]
@@ -256,6 +335,9 @@ def main(argv):
     parser.add_argument(
         "--rpcs", type=positive_int, default=RPCS, help=f"N, the RPCs of the first measured batch ({RPCS})"
     )
+    parser.add_argument(
+        "--fast", action="store_true", help=f"{FAST_REPEATS} runs of each mode, not {REPEATS}: half the time"
+    )
     parser.add_argument("-o", metavar="FILE", help="also write the results as JSON, to chart with --plot")
     parser.add_argument("--plot", metavar="DIR", help="also chart the results into DIR")
     parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
@@ -277,7 +359,7 @@ def main(argv):
     print(versions)
     with tempfile.TemporaryDirectory() as stubs_dir, tempfile.TemporaryDirectory() as out_dir:
         generate_stubs(stubs_dir)
-        results = measure(stubs_dir, out_dir, args.rpcs)
+        results = measure(stubs_dir, out_dir, args.rpcs, FAST_REPEATS if args.fast else REPEATS)
     print(report(results, args.rpcs))
     print(f"\n(--rpc-instructions took {time.monotonic() - started:.0f} s)")
     if args.o:
