@@ -202,15 +202,9 @@ def under_callgrind(out_prefix, args):
                             text=True, env=environ)  # fmt: skip
 
 
-SECONDS_A_RUN = 14  # a run's seconds per second of callgrind starting `python -c "import grpc"`, measured here
-
-
-def estimate():
-    """How long one run will take on this machine: callgrind starting grpc, timed, times what a run takes here."""
-    started = time.monotonic()
-    subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
-                    "import grpc"], capture_output=True, check=False)  # fmt: skip
-    return (time.monotonic() - started) * SECONDS_A_RUN
+# What a run takes on the development machine (2 cores): a server and a client starting under callgrind, then the
+# RPCs. It plans; the progress lines measure.
+SECONDS_TO_START, SECONDS_AN_RPC = 45, 0.011
 
 
 def measure(stubs_dir, out_dir, rpcs, repeats):
@@ -218,10 +212,10 @@ def measure(stubs_dir, out_dir, rpcs, repeats):
     executable = os.path.basename(os.path.realpath(sys.executable))
     results = {}
     runs = [(flavour, run, mode) for flavour in FLAVOURS for run in range(1, repeats + 1) for mode in MODES]
-    started, expected = time.monotonic(), estimate()
-    print(f"--rpc-instructions: {len(runs)} runs under callgrind, a server and a client each; about "
-          f"{len(runs) * expected / 60:.0f} min here (--fast: {FAST_REPEATS} runs of each mode)", file=sys.stderr,
-          flush=True)  # fmt: skip
+    started, expected = time.monotonic(), SECONDS_TO_START + SECONDS_AN_RPC * (WARM_UP + 3 * rpcs + 6) * 2
+    print(f"--rpc-instructions: {len(runs)} runs under callgrind, a server and a client each: about "
+          f"{len(runs) * expected / 60:.0f} min on a 2-core machine (--fast: {FAST_REPEATS} runs of each mode, not "
+          f"{REPEATS})", file=sys.stderr, flush=True)  # fmt: skip
     for done, (flavour, run, mode) in enumerate(runs):  # the modes interleaved: a drift falls on both
         prefix = os.path.join(out_dir, f"{flavour}-{mode}-{run}")
         serve_and_ask(prefix, mode, flavour, stubs_dir, rpcs)
