@@ -415,3 +415,18 @@ def test_the_control_is_the_later_half_of_the_stock_runs_against_the_earlier_hal
     assert control([99.0, 101.0, 100.0, 102.0], whole) == pytest.approx(0.005)  # 101 against 100
     assert control([100.0, 100.0, 98.0, 96.0], whole) == pytest.approx(-0.015)  # 97 against 100: signed
     assert control([100.0, 101.0], whole[:2]) == pytest.approx(0.005)  # two runs: the second against the first
+
+
+def test_rpc_instructions_says_how_long_it_will_take_then_how_far_it_is(monkeypatch, capsys):
+    rpc_instructions = benchmarks_module("rpc_instructions")
+    monkeypatch.setattr(rpc_instructions, "serve_and_ask", lambda *args: None)
+    monkeypatch.setattr(rpc_instructions, "per_rpc", lambda *args: {0: {}, 10: {}})
+    rpc_instructions.measure("stubs", "out", 300, rpc_instructions.FAST_REPEATS)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("--rpc-instructions: 8 runs under callgrind, a server and a client each: about 9 min")
+    assert [line.split(";")[0] for line in lines[1:]] == [
+        f"--rpc-instructions: {done} of 8 runs ({flavour}, {mode})"
+        for done, (flavour, mode) in enumerate(
+            ((f, m) for f in ("sync", "aio") for _ in (1, 2) for m in ("stock", "patched")), start=1
+        )
+    ]
