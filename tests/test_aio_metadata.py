@@ -122,7 +122,13 @@ def _fastcommons_class(namespace, metaclass=type):
 @compiled_methods
 def test_methods_are_made_only_for_a_class_whose_instances_object_makes():
     owns = grpc_metadata_owns()
-    for cls in (type("Sub", (Metadata, dict), {}), type("Own", (Metadata,), {"__new__": lambda cls: None}), len):
+    unsafe = type("Unsafe", (Metadata, dict), {"__new__": object.__new__})  # object.__new__ does not fit dict
+    for cls in (
+        type("Sub", (Metadata, dict), {}),
+        type("Own", (Metadata,), {"__new__": lambda cls: None}),
+        unsafe,
+        len,
+    ):
         with pytest.raises(TypeError, match="metadata_methods"):
             fastcommon.fast_common.metadata_methods(owns, cls)
 

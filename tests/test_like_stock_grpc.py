@@ -313,6 +313,96 @@ FINALIZERS = {
 }
 
 
+class Noted:
+    """An object that notes in ``log`` when it goes."""
+
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def __del__(self):
+        self.log.append(f"{self.name} goes")
+
+
+def _only_the_iterator_holds_its_metadata():
+    log = []
+    metadata = Metadata(("a", "1"), ("b", "2"))
+    metadata.extra = Noted(log, "the Metadata")  # an instance with an extended __dict__
+    iterator = iter(metadata)
+    log.append(steps(iterator, 1))
+    del metadata
+    log.append("deleted")
+    log.append(steps(iterator, 3))
+    return log
+
+
+def _values_not_a_list_kept_as_the_generator_keeps_them():
+    log = []
+
+    class Values:  # iterable; its iterator does not hold it
+        def __init__(self, *items):
+            self.items, self.noted = list(items), Noted(log, "the values")
+
+        def __iter__(self):
+            return iter(self.items)
+
+    metadata = Metadata(("a", "1"))
+    metadata._metadata["k"] = Values("x", "y")
+    iterator = iter(metadata)
+    log.append(steps(iterator, 2))
+    metadata._metadata["k"] = ["replaced"]  # the same keys: the iteration goes on over what it holds
+    log.append("replaced")
+    log.append(steps(iterator, 3))
+    return log
+
+
+def _asked_again_by_a_value_as_it_ends():
+    log, state = [], {}
+
+    class Asks:
+        def __del__(self):
+            if "iterator" in state:
+                state["b"].append("late")  # the list at hand has more, for an iterator that has not ended
+                log.append(("asked again", steps(state.pop("iterator"), 1)))
+
+    metadata = Metadata(("a", Asks()), ("b", "2"))
+    state["b"] = metadata.get_all("b")
+    state["iterator"] = iterator = iter(metadata)
+    del metadata
+    log.append(steps(iterator, 3))
+    state.clear()
+    return log
+
+
+ITERATOR_LIVES = {
+    "its Metadata, held by the iterator alone": _only_the_iterator_holds_its_metadata,
+    "values that are not a list": _values_not_a_list_kept_as_the_generator_keeps_them,
+    "a value that asks for more as the iterator ends": _asked_again_by_a_value_as_it_ends,
+}
+
+
+@compiled
+@pytest.mark.parametrize("case", sorted(ITERATOR_LIVES))
+def test_the_iterator_holds_what_the_generator_holds_for_as_long(case):
+    """What the iterator holds (the Metadata, the values at hand) goes when the generator's would: seen by
+    finalizers, and one that asks for more as it ends finds it ended."""
+    assert_like_stock(ITERATOR_LIVES[case])
+
+
+@compiled
+@pytest.mark.parametrize("method", ["__len__", "__iter__", "__getitem__", "get_all", "__contains__"])
+def test_methods_take_their_parameters_by_name_as_grpcs_do(method):
+    """Metadata.__len__(self=m), Metadata.get_all(self=m, key=k): as grpc's own take them."""
+
+    def scenario():
+        metadata = Metadata(("a", "1"))
+        call = getattr(Metadata, method)
+        arguments = {"self": metadata} if method in ("__len__", "__iter__") else {"self": metadata, "key": "a"}
+        result = outcome(lambda: call(**arguments))
+        return list(result[1]) if method == "__iter__" and result[0] == "returned" else result
+
+    assert_like_stock(scenario)
+
+
 @compiled
 @pytest.mark.parametrize("last", [False, True], ids=["a list midway", "the last list"])
 @pytest.mark.parametrize("finalizer", sorted(FINALIZERS))

@@ -231,6 +231,59 @@ def run():
             answers.append(type(exc).__name__)
     return answers + [list(iterator)]
 """,
+    # The second crash review's: a Metadata's finalizer adds a key that is not a str after the iterator judged its
+    # keys, and that key's finalizer asks the iterator for more while it lets go (iterator.h read a cleared key).
+    "a key added as the iterator starts, whose finalizer re-enters the ending iterator": """
+def run():
+    state, seen = {}, []
+
+    class Hostile:
+        def __hash__(self):
+            return 12345
+
+        def __del__(self):
+            if state.get("ending"):
+                state["values"].append("late")
+                try:
+                    seen.append(repr(next(state["it"])))
+                except BaseException as exc:
+                    seen.append(type(exc).__name__)
+
+    class AddsAKey:
+        def __del__(self):
+            state["values"] = ["hv"]
+            state["od"][Hostile()] = state["values"]
+
+    metadata = Metadata(("a", "1"))
+    metadata.extra = AddsAKey()
+    state["od"] = metadata._metadata
+    state["it"] = iterator = iter(metadata)
+    del metadata
+    seen.append(repr(next(iterator)))
+    for key in [key for key in state["od"] if type(key) is Hostile]:
+        del state["od"][key]
+    del key
+    state["ending"] = True
+    seen.append(repr(list(iterator)))
+    state.clear()
+    return seen
+""",
+    "a class whose instances object.__new__ cannot make, given to metadata_methods": """
+def run():
+    from fastcommon import fast_common
+
+    if not hasattr(fast_common, "metadata_methods"):  # pure Python: nothing to give it
+        return "refused"
+
+    class Unsafe(Metadata, dict):
+        __new__ = object.__new__
+
+    try:
+        fast_common.metadata_methods({"Metadata.from_tuple": vars(Metadata)["from_tuple"]}, Unsafe)
+    except TypeError:
+        return "refused"
+    return Unsafe.from_tuple((("k", "v"),))
+""",
 }
 REPRODUCTION = """
 import json

@@ -375,6 +375,7 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
         return own(read)
 
     @cython.binding(True)
+    @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
     def __iter__(self):
         fastcommon_count(counter)
         return fastcommon_iterator_new(MetadataIterator, self, start)
@@ -384,6 +385,7 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
 
 cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
+    @cython.always_allow_keywords(True)
     def __len__(self):
         cdef Py_ssize_t total = 0, position = 0
         cdef PyObject *key
@@ -538,8 +540,11 @@ def metadata_methods(owns, cls, /, *, counters=None):
     say), made together for exact instances of ``cls``, each of the kind of grpc's own; ``counters``: where each
     counts its calls, by the same names (none counts without it)."""
     cdef _Methods methods = _Methods.__new__(_Methods)
-    if not isinstance(cls, type) or cls.__new__ is not object.__new__:  # its instances' layout is object's, for good
-        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}")
+    try:  # CPython's own check that object's allocation fits the class's layout, which is for good
+        if not isinstance(cls, type) or cls.__new__ is not object.__new__ or object.__new__(cls) is None:
+            raise TypeError("its __new__ is another")
+    except TypeError as error:
+        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}") from error
     counters = dict(counters or {})
     functions, kinds = {}, {}
     for name, own in dict(owns).items():

@@ -30,12 +30,12 @@
 
 typedef struct {
     PyObject_HEAD
-    PyObject *metadata, *start;   /* the Metadata, until start(metadata) reads its _metadata */
-    PyObject *ordered, *keys;     /* the exact OrderedDict walked here, and its own key iterator */
-    PyObject *rest;               /* grpc's generator, or an iterator over values that are not a list */
-    PyObject *key, *values;       /* the key at hand, and its exact list */
-    Py_ssize_t index, position;   /* the next value's index in values; where the dict's entries are walked */
-    char running;
+    PyObject *metadata, *start; /* the Metadata, held until the end as the generator's frame holds self */
+    PyObject *ordered, *keys;   /* the exact OrderedDict walked here, and its own key iterator; or none */
+    PyObject *rest;             /* grpc's generator where it is not walked here; an iterator over values not a list */
+    PyObject *key, *values;     /* the key at hand, and its values */
+    Py_ssize_t index, position; /* the next value's index in a list; where the dict's entries are walked */
+    char started, running, finished;
 } fastcommon_iterator;
 
 #define FASTCOMMON_ITERATOR_FIELDS(apply) \
@@ -65,27 +65,29 @@ fastcommon_pair_of(PyObject *key, PyObject *value)
 static PyObject *
 fastcommon_iterator_step(fastcommon_iterator *self)
 {
-    PyObject *value, *key, *values;
-    if (self->metadata != NULL) { /* the generator's first step: start(metadata) reads self._metadata */
+    PyObject *value, *key, *values, *found_key;
+    if (!self->started) { /* the generator's first step: start(metadata) reads self._metadata */
+        self->started = 1;
         PyObject *started = PyObject_CallOneArg(self->start, self->metadata);
-        Py_CLEAR(self->metadata);
         if (started == NULL || started == Py_None) {
             Py_XDECREF(started);
             return NULL;
         }
-        if (Py_IS_TYPE(started, &PyODict_Type)) {
-            Py_XSETREF(self->keys, PyObject_GetIter(started));
-            Py_XSETREF(self->ordered, started);
-            if (self->keys == NULL) {
+        if (!Py_IS_TYPE(started, &PyODict_Type)) {
+            self->rest = started;
+        }
+        else {
+            self->ordered = started;
+            if ((self->keys = PyObject_GetIter(started)) == NULL) {
                 return NULL;
             }
         }
-        else {
-            Py_XSETREF(self->rest, started);
-        }
+    }
+    if (self->keys == NULL) { /* grpc's own generator */
+        return PyIter_Next(self->rest);
     }
     for (;;) {
-        if (self->values != NULL) { /* the list at hand, as it is now */
+        if (self->rest == NULL && self->values != NULL && PyList_CheckExact(self->values)) { /* as it is now */
             value = NULL;
             FASTCOMMON_LOCK(self->values);
             if (self->index < PyList_GET_SIZE(self->values)) {
@@ -97,18 +99,12 @@ fastcommon_iterator_step(fastcommon_iterator *self)
                 return fastcommon_pair_of(self->key, value);
             }
         }
-        else if (self->rest != NULL) {
+        else if (self->rest != NULL) { /* values that are not a list, iterated as Python iterates them */
             value = PyIter_Next(self->rest);
-            if (value != NULL) {
-                return self->keys == NULL ? value : fastcommon_pair_of(self->key, value);
+            if (value != NULL || PyErr_Occurred()) {
+                return value == NULL ? NULL : fastcommon_pair_of(self->key, value);
             }
-            if (PyErr_Occurred() || self->keys == NULL) {
-                return NULL;
-            }
-            Py_XSETREF(self->rest, NULL); /* as the generator's for loop lets an ended iterator go */
-        }
-        if (self->keys == NULL) {
-            return NULL;
+            Py_CLEAR(self->rest); /* as the generator's for loop lets an ended iterator go; its values stay */
         }
         FASTCOMMON_LOCK(self->ordered); /* CPython's OrderedDict does not lock itself (3.13t) */
         key = PyIter_Next(self->keys);
@@ -116,33 +112,26 @@ fastcommon_iterator_step(fastcommon_iterator *self)
         if (key == NULL) {
             return NULL;
         }
-        /* Its values, as the items() iterator finds them: an exact str key, looked up without Python code; where
-           the dict's next entry holds that very key, taken from there. */
+        /* Its values, as the items() iterator finds them: where the dict's next entry holds that very exact str
+           key, taken from there; else looked up (only a collector's callback could have added another key). */
         FASTCOMMON_LOCK(self->ordered);
-        PyObject *found_key;
-        if (!PyDict_Next(self->ordered, &self->position, &found_key, &values) || found_key != key) {
+        if (!PyUnicode_CheckExact(key) || !PyDict_Next(self->ordered, &self->position, &found_key, &values)
+            || found_key != key) {
             values = PyDict_GetItemWithError(self->ordered, key);
         }
         Py_XINCREF(values);
         FASTCOMMON_UNLOCK();
         Py_XSETREF(self->key, key); /* then the values at hand go: the generator's order */
-        Py_XSETREF(self->values, NULL);
+        Py_XSETREF(self->values, values);
         if (values == NULL) {
             if (!PyErr_Occurred()) {
                 PyErr_SetObject(PyExc_KeyError, key);
             }
             return NULL;
         }
-        if (PyList_CheckExact(values)) {
-            self->values = values;
-            self->index = 0;
-        }
-        else {
-            Py_XSETREF(self->rest, PyObject_GetIter(values));
-            Py_DECREF(values);
-            if (self->rest == NULL) {
-                return NULL;
-            }
+        self->index = 0;
+        if (!PyList_CheckExact(values) && (self->rest = PyObject_GetIter(values)) == NULL) {
+            return NULL;
         }
     }
 }
@@ -151,6 +140,7 @@ static int
 fastcommon_iterator_clear(PyObject *op)
 {
     fastcommon_iterator *self = (fastcommon_iterator *)op;
+    self->finished = 1; /* first: what letting go runs (a finalizer) finds it ended, as a finished generator is */
 #define FASTCOMMON_CLEAR(field) Py_CLEAR(self->field);
     FASTCOMMON_ITERATOR_FIELDS(FASTCOMMON_CLEAR)
     return 0;
@@ -160,16 +150,15 @@ static PyObject *
 fastcommon_iterator_next(PyObject *op)
 {
     fastcommon_iterator *self = (fastcommon_iterator *)op;
-    PyObject *item;
+    PyObject *item = NULL;
     FASTCOMMON_LOCK(op); /* its state is one thread's at a time */
-    if (self->running) { /* from within itself (a value's iteration, a finalizer), or from a parked thread */
+    if (!self->finished && self->running) { /* from within itself, or from a parked thread */
         PyErr_SetString(PyExc_ValueError, "generator already executing");
-        item = NULL;
     }
-    else {
+    else if (!self->finished) { /* (once it has ended, NULL without an error: StopIteration) */
         self->running = 1;
         item = fastcommon_iterator_step(self);
-        self->running = 0; /* before anything it lets go of can run Python code */
+        self->running = 0;
         if (item == NULL) {
             (void)fastcommon_iterator_clear(op); /* ended for good, as a generator ends */
         }
@@ -230,7 +219,7 @@ fastcommon_iterator_new(PyObject *type, PyObject *metadata, PyObject *start)
     self->metadata = Py_NewRef(metadata);
     self->start = Py_NewRef(start);
     self->ordered = self->keys = self->rest = self->key = self->values = NULL;
-    self->index = self->position = self->running = 0;
+    self->index = self->position = self->started = self->running = self->finished = 0;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
