@@ -93,16 +93,13 @@ def abi3_build():
 
 
 def expected_patch():
-    """What patch() replaces on stock grpc, from the build's facts: the compiled module adds the metadata entry and
-    the Metadata methods this grpcio has, but a Limited API build, which cannot know a tuple's or an OrderedDict's
-    layout, leaves the entry and __iter__ to grpc."""
+    """What patch() replaces on stock grpc, from the build's facts: the compiled module adds the metadata entry
+    (not in a Limited API build, which cannot know a tuple's layout) and the Metadata methods this grpcio has."""
     import fastcommon
 
     if fastcommon.IMPLEMENTATION != "cython":
         return FUNCTIONS
-    if abi3_build():
-        return FUNCTIONS + tuple(name for name in GRPC_METADATA_OWNS if name != "Metadata.__iter__")
-    return (*FUNCTIONS, "_Metadatum", *GRPC_METADATA_OWNS)
+    return (*FUNCTIONS, *(() if abi3_build() else ("_Metadatum",)), *GRPC_METADATA_OWNS)
 
 
 def pytest_report_header():

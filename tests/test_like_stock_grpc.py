@@ -373,8 +373,59 @@ def _asked_again_by_a_value_as_it_ends():
     return log
 
 
+def _the_value_last_yielded_removed_from_its_list():
+    log = []
+    metadata = Metadata(("a", Noted(log, "the first value")), ("a", "x"), ("b", "2"))
+    iterator = iter(metadata)
+    log.append(steps(iterator, 1)[0][0])
+    del metadata["a"]  # grpc's __delitem__ empties the list: the generator still holds the value it yielded
+    log.append("deleted")
+    log.append(steps(iterator, 1))
+    return log
+
+
+def _the_end_with_the_iterator_alone_holding_everything(replaced):
+    def scenario():
+        log = []
+        metadata = Metadata(("a", Noted(log, "a value")), ("a", Noted(log, "the last value")), ("b", "2"))
+        metadata.extra = Noted(log, "the Metadata")
+        iterator = iter(metadata)
+        log.append(steps(iterator, 2))
+        if replaced:  # the old OrderedDict then held by the iterator alone
+            metadata._metadata = collections.OrderedDict()
+        del metadata
+        log.append(steps(iterator, 3))
+        return log
+
+    return scenario
+
+
+def _a_custom_metadata_replaced_midway():
+    log = []
+
+    class Custom:  # what its items() returns does not hold it
+        def items(self):
+            return [("a", ["1"]), ("b", ["2"])]
+
+    metadata = Metadata()
+    metadata._metadata = Custom()
+    metadata._metadata.noted = Noted(log, "the old _metadata")
+    iterator = iter(metadata)
+    log.append(steps(iterator, 1))
+    metadata._metadata = collections.OrderedDict()
+    log.append("replaced")
+    log.append(steps(iterator, 3))
+    return log
+
+
 ITERATOR_LIVES = {
     "its Metadata, held by the iterator alone": _only_the_iterator_holds_its_metadata,
+    "the value last yielded, removed from its list": _the_value_last_yielded_removed_from_its_list,
+    "at the end, the iterator alone holding the Metadata": _the_end_with_the_iterator_alone_holding_everything(False),
+    "at the end, the iterator alone holding the old OrderedDict": _the_end_with_the_iterator_alone_holding_everything(
+        True
+    ),
+    "a _metadata of another type, replaced midway": _a_custom_metadata_replaced_midway,
     "values that are not a list": _values_not_a_list_kept_as_the_generator_keeps_them,
     "a value that asks for more as the iterator ends": _asked_again_by_a_value_as_it_ends,
 }
@@ -450,6 +501,27 @@ def test_a_replaced_instance_dict_is_read_as_often_as_stock_grpc_reads_it(holdin
         del log[:]
         result = outcome(lambda: METHODS[method](metadata))
         return result, list(log), held(metadata)
+
+    assert_like_stock(scenario)
+
+
+def _with_methods_of_its_own(metadata):
+    """m._metadata, an exact OrderedDict, given items/values/get of its own (an OrderedDict instance has a __dict__)."""
+    held = metadata._metadata
+    held.items = lambda: [("x", ["from items()"])]
+    held.values = lambda: [[1, 2, 3, 4, 5]]
+    held.get = lambda key, default: ["from get()"]
+    return metadata
+
+
+@compiled
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_an_ordered_dict_with_methods_of_its_own_is_asked_as_stock_grpc_asks_it(method):
+    """grpc's methods call m._metadata.items(), .values(), .get(): an instance's own are called, as with grpc."""
+
+    def scenario():
+        metadata = _with_methods_of_its_own(Metadata(("a", "1"), ("b", "2")))
+        return outcome(lambda: METHODS[method](metadata)), held(metadata)
 
     assert_like_stock(scenario)
 

@@ -114,6 +114,26 @@ def test_a_constructor_holds_its_one_class_and_answers_as_that_class(constructor
         fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=10**6)
 
 
+class WithADict(tuple):
+    pass
+
+
+REFUSED_CLASSES = {
+    "not a class": len,
+    "tuple itself": tuple,
+    "not a tuple": list,
+    "a C subclass of tuple (a structseq)": type(sys.version_info),
+    "a subclass with a __dict__": WithADict,
+}
+
+
+@compiled_constructor
+@pytest.mark.parametrize("refused", sorted(REFUSED_CLASSES))
+def test_the_constructor_refuses_a_class_whose_instances_it_cannot_write_in_place(refused):
+    with pytest.raises(TypeError, match="MetadatumConstructor\\(\\) needs a tuple subclass with a tuple's layout"):
+        fastcommon.fast_common.MetadatumConstructor(REFUSED_CLASSES[refused])
+
+
 @compiled_constructor
 def test_building_entries_leaves_refcounts_flat(constructor):
     key, value = "x-leak-check", b"\x00value"

@@ -284,6 +284,56 @@ def run():
         return "refused"
     return Unsafe.from_tuple((("k", "v"),))
 """,
+    # Found by review too: compiled methods call each other through type slots, not Python frames; a Metadata nested
+    # in another past the recursion limit overflowed the C stack.
+    "a Metadata as another's _metadata, nested past the recursion limit": """
+def run():
+    nested = Metadata(("a", "leaf"))
+    for _ in range(5000):
+        outer = Metadata()
+        outer._metadata, nested = nested, outer
+    answers = []
+    for action in (len, lambda m: next(iter(m)), lambda m: "a" in m, lambda m: m["a"], lambda m: m.get("a"),
+                   lambda m: m.get_all("a"), lambda m: m.__setitem__("a", "x")):
+        try:
+            answers.append(repr(action(nested)))
+        except RecursionError:
+            answers.append("RecursionError")  # its text varies with the C function that noticed
+    return answers
+""",
+    "a Metadata among another's values, nested past the recursion limit": """
+def run():
+    nested = Metadata(("a", "leaf"))
+    for _ in range(5000):
+        nested = Metadata(("a", nested))
+        nested._metadata["a"] = nested._metadata["a"][0]  # the values: a Metadata, iterated and measured by grpc
+    answers = []
+    for action in (len, list):
+        try:
+            answers.append(repr(action(nested)))
+        except RecursionError:
+            answers.append("RecursionError")
+    return answers
+""",
+    "an own __iter__ that returns no iterator, given to metadata_methods": """
+def run():
+    from fastcommon import fast_common
+
+    if not hasattr(fast_common, "metadata_methods"):  # pure Python: nothing to give it
+        return "TypeError"
+
+    class Held:
+        pass
+
+    made = fast_common.metadata_methods({"Held.__iter__": lambda self: [("k", "v")]}, Held)
+    Held.__iter__ = made["Held.__iter__"]
+    held = Held()
+    held._metadata = {"k": ["v"]}  # not an OrderedDict: grpc's own runs
+    try:
+        return list(held)
+    except TypeError as exc:
+        return type(exc).__name__
+""",
 }
 REPRODUCTION = """
 import json

@@ -39,7 +39,7 @@ def patched_class():
     """A Metadata class holding fastcommon's methods, made for it, and an _init_metadata that makes it."""
     fast_common = load_implementation("fast_common")
     metadata, init_metadata = grpcs_metadata()
-    owns = {name: vars(metadata)[name] for name in METHODS if name in vars(metadata) and name in fast_common.MAKERS}
+    owns = {name: vars(metadata)[name] for name in METHODS if name in vars(metadata)}
     cls = type("Metadata", (metadata,), dict(owns))
     own_init_metadata = types.FunctionType(
         init_metadata.__code__, {**init_metadata.__globals__, "Metadata": cls}, "_init_metadata",

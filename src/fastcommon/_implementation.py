@@ -109,8 +109,6 @@ def unoffered(replaceable: _registry.Replaceable) -> str | None:
         return "fastcommon runs pure Python here, which does it no faster than grpc"
     if replaceable.kind == _registry.CLASS and not hasattr(chosen, "MetadatumConstructor"):
         return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
-    if replaceable.kind in _registry.METADATA_KINDS and replaceable.attribute not in chosen.MAKERS:
-        return "this build of fastcommon (the Limited API, abi3) does not build it: an OrderedDict's is CPython's own"
     return None
 
 

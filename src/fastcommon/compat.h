@@ -11,6 +11,10 @@
 #define fastcommon_new_ordered_dict(ordered_dict) PyObject_CallNoArgs(ordered_dict)
 #define fastcommon_ordered_set PyObject_SetItem
 #define fastcommon_list_size PyList_Size
+#define fastcommon_list_item(list, i) Py_XNewRef(PyList_GetItem((list), (i))) /* checked: i < its size */
+#define fastcommon_pair(key, value) PyTuple_Pack(2, (key), (value))
+#define fastcommon_call_one(callable, arg) PyObject_CallFunctionObjArgs((callable), (arg), NULL)
+#define Py_XSETREF(field, value) do { PyObject *old = (PyObject *)(field); (field) = (value); Py_XDECREF(old); } while (0)
 #else
 #define FASTCOMMON_LIMITED_API 0
 #define fastcommon_bytes_data PyBytes_AS_STRING
@@ -19,10 +23,19 @@
 #define fastcommon_new_ordered_dict(ordered_dict) PyODict_New()
 #define fastcommon_ordered_set PyODict_SetItem /* what an OrderedDict's item assignment calls */
 #define fastcommon_list_size PyList_GET_SIZE
+#define fastcommon_list_item(list, i) Py_NewRef(PyList_GET_ITEM((list), (i)))
+#define fastcommon_call_one PyObject_CallOneArg
 #endif
 
-/* A new list holding `value` as `[]` holds it after `.append(value)`: one item, room for four (what every CPython
-   from 3.10 to 3.15 gives; a test compares the sizes with grpc's). */
+#if defined(Py_GIL_DISABLED) /* critical sections: without free threading they do nothing */
+#define FASTCOMMON_LOCK(op) Py_BEGIN_CRITICAL_SECTION(op)
+#define FASTCOMMON_UNLOCK() Py_END_CRITICAL_SECTION()
+#else
+#define FASTCOMMON_LOCK(op) {
+#define FASTCOMMON_UNLOCK() }
+#endif
+
+/* A new list holding `value` as `[]` does after `.append(value)`: room for four (3.10-3.15; a test compares). */
 static inline PyObject *
 fastcommon_list_of(PyObject *value)
 {
@@ -40,5 +53,34 @@ fastcommon_list_of(PyObject *value)
 #endif
     return values;
 }
+
+/* Whether an exact OrderedDict has no attribute of its own: none hides its items, values or get. */
+static inline int
+fastcommon_no_attributes(PyObject *ordered)
+{
+#if defined(Py_LIMITED_API)
+    PyObject *attributes = PyObject_GenericGetDict(ordered, NULL);
+    int none = attributes != NULL && PyDict_Size(attributes) == 0;
+    Py_XDECREF(attributes);
+    PyErr_Clear();
+    return none;
+#else
+    PyObject *attributes = *(PyObject **)((char *)ordered + Py_TYPE(ordered)->tp_dictoffset); /* none made */
+    return attributes == NULL || PyDict_GET_SIZE(attributes) == 0;
+#endif
+}
+
+#if !defined(Py_LIMITED_API) /* (key, value) */
+static inline PyObject *
+fastcommon_pair(PyObject *key, PyObject *value)
+{
+    PyObject *pair = PyTuple_New(2);
+    if (pair != NULL) {
+        PyTuple_SET_ITEM(pair, 0, Py_NewRef(key));
+        PyTuple_SET_ITEM(pair, 1, Py_NewRef(value));
+    }
+    return pair;
+}
+#endif
 
 #endif /* FASTCOMMON_COMPAT_H */

@@ -22,8 +22,7 @@ static unsigned long long fastcommon_calls[FASTCOMMON_MAX_COUNTERS];
 
 #define fastcommon_counts(counter) ((counter) >= 0 && (counter) < FASTCOMMON_MAX_COUNTERS) /* -1 counts nothing */
 
-/* Count n calls at `counter`. */
-static inline void
+static inline void /* count n calls at `counter` */
 fastcommon_count_by(Py_ssize_t counter, Py_ssize_t n)
 {
     if (fastcommon_counts(counter)) {

@@ -22,6 +22,9 @@ from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_CheckExact, PyUni
 
 cdef extern from "Python.h":
     void *PyType_GetSlot(PyTypeObject *, int)
+    bint Py_EnterRecursiveCall(const char *) except True  # nonzero, not -1, on error (3.11)
+    void Py_LeaveRecursiveCall()
+    bint PyIter_Check(object)
     enum: Py_tp_iter, Py_tp_new
 
 cdef extern from "compat.h":
@@ -30,6 +33,7 @@ cdef extern from "compat.h":
     Py_ssize_t fastcommon_bytes_size(object)
     object fastcommon_new_ordered_dict(object)
     int fastcommon_ordered_set(object, object, object) except -1
+    bint fastcommon_no_attributes(object)
     object fastcommon_list_of(object)
     Py_ssize_t fastcommon_list_size(PyObject *)
 
@@ -46,7 +50,6 @@ cdef extern from "counters.h":
     void fastcommon_increment(unsigned long long *) noexcept nogil
 
 cdef extern from "iterator.h":
-    bint FASTCOMMON_HAS_ITERATOR
     object fastcommon_iterator_type()
     object fastcommon_iterator_new(object, object, object)
 
@@ -338,9 +341,14 @@ cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
 
 
 class _Read:
-    """What grpc's __iter__ reads of its self, _metadata, as the iterator already read it."""
+    """What grpc's __iter__ reads of its self, _metadata, as the iterator already read it: once, then let go of."""
 
-    __slots__ = ("_metadata",)
+    __slots__ = ("held",)
+
+    @property
+    def _metadata(self):
+        held, self.held = self.held, None
+        return held
 
 
 cdef int _str_keys(object ordered) except -2:
@@ -357,7 +365,7 @@ cdef int _str_keys(object ordered) except -2:
     return found
 
 
-MetadataIterator = fastcommon_iterator_type()  # iterator.h; None in a Limited API build, which leaves __iter__ to grpc
+MetadataIterator = fastcommon_iterator_type()  # iterator.h
 
 
 cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
@@ -366,13 +374,16 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
         OrderedDict of exact str keys, given back for the iterator to walk; None when it is empty; else grpc's own
         generator over it."""
         ordered = metadata._metadata
-        if type(ordered) is _OrderedDict:
+        if type(ordered) is _OrderedDict and fastcommon_no_attributes(ordered):
             str_keys = _str_keys(ordered)
             if str_keys:
                 return ordered if str_keys > 0 else None
         read = _Read()
-        read._metadata = ordered
-        return own(read)
+        read.held = ordered
+        generator = own(read)
+        if not PyIter_Check(generator):  # grpc's gives a generator; anything else is refused as iter() refuses it
+            raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
+        return generator
 
     @cython.binding(True)
     @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
@@ -392,7 +403,7 @@ cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
         cdef PyObject *values
         fastcommon_count(counter)
         metadata = self._metadata
-        if type(metadata) is _OrderedDict:  # exact str keys and exact lists: nothing to hash, nothing to call
+        if type(metadata) is _OrderedDict and fastcommon_no_attributes(metadata):  # exact str keys, exact lists:
             with cython.critical_section(metadata):
                 while PyDict_Next(metadata, &position, &key, &values):
                     if not (_str_exact(key) and _list_exact(values)):
@@ -400,14 +411,26 @@ cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
                         break
                     total += fastcommon_list_size(values)
             if total >= 0:
-                return total
-        return sum(map(len, metadata.values()))
+                return total  # nothing to hash, nothing to call
+        Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
+        try:
+            return sum(map(len, metadata.values()))
+        finally:
+            Py_LeaveRecursiveCall()
 
     return __len__
 
 
 cdef object _getitem(object self, object key):
     """grpc's __getitem__: self._metadata[key][0], and a KeyError for a missing first value."""
+    Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
+    try:
+        return _first_value(self, key)
+    finally:
+        Py_LeaveRecursiveCall()
+
+
+cdef object _first_value(object self, object key):
     cdef PyObject *found
     metadata = self._metadata
     try:
@@ -455,8 +478,12 @@ cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
         cdef PyObject *found
         fastcommon_count(counter)
         metadata = self._metadata
-        if type(metadata) is not _OrderedDict:
-            return metadata.get(key, [])
+        if type(metadata) is not _OrderedDict or not fastcommon_no_attributes(metadata):
+            Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
+            try:
+                return metadata.get(key, [])
+            finally:
+                Py_LeaveRecursiveCall()
         if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
             values = <object>found
             Py_DECREF(values)
@@ -472,7 +499,11 @@ cdef object _make_contains(object own, _Methods methods, Py_ssize_t counter):
         fastcommon_count(counter)
         if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
             return own(self, key)
-        return key in self._metadata
+        Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
+        try:
+            return key in self._metadata
+        finally:
+            Py_LeaveRecursiveCall()
 
     return __contains__
 
@@ -481,16 +512,26 @@ cdef object _make_setitem(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __setitem__(self, key, value):
         fastcommon_count(counter)
-        if key not in self:
-            values = [value]
-        else:
-            current_values = self.get_all(key)
-            values = _first_replaced(value, current_values)
-        metadata = self._metadata
-        with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
-            metadata[key] = values
+        Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
+        try:
+            _set_first_value(self, key, value)
+        finally:
+            Py_LeaveRecursiveCall()
 
     return __setitem__
+
+
+cdef int _set_first_value(object self, object key, object value) except -1:
+    """grpc's __setitem__: [value] under a new key; else value in place of the first."""
+    if key not in self:
+        values = [value]
+    else:
+        current_values = self.get_all(key)
+        values = _first_replaced(value, current_values)
+    metadata = self._metadata
+    with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+        metadata[key] = values
+    return 0
 
 
 cdef object _make_init_metadata(object own, _Methods methods, Py_ssize_t counter):
@@ -530,9 +571,8 @@ MAKERS = {
     "__contains__": _make_contains,
     "__setitem__": _make_setitem,
     "_init_metadata": _make_init_metadata,
+    "__iter__": _make_iter,
 }
-if FASTCOMMON_HAS_ITERATOR:
-    MAKERS["__iter__"] = _make_iter
 
 
 def metadata_methods(owns, cls, /, *, counters=None):

@@ -6,59 +6,48 @@
  *
  * As that generator does, it reads self._metadata when it is first asked for an item, takes each list as it is at
  * each step, lets the OrderedDict's own iterator see changes, lets go of everything once it ends, and refuses to be
- * advanced from within itself. `start` (fast_common.pyx) reads self._metadata: an exact OrderedDict whose keys are
- * all exact str it hands back, walked here (finding a key's values then runs no Python code); for anything else,
- * grpc's own generator over it. Not in a Limited API (abi3) build, which leaves __iter__ to grpc.
+ * advanced from within itself. `start` (fast_common.pyx) reads self._metadata and hands back an exact OrderedDict
+ * of exact str keys, walked here (finding a key's values runs no Python code), or else grpc's own generator.
  *
- * C because it is an aio call's hottest step: on CPython 3.11 the same iterator written as a Cython class costs
- * about 190 instructions more per item (an aio call's metadata path with ten headers, 24,717 against 22,807),
- * and a generator compiled by Cython, made with a closure and walking an items view, about 1,000 more for an
- * empty Metadata.
- */
+ * C because it is an aio call's hottest step: on CPython 3.11 a Cython class cost about 190 instructions more per
+ * item (ten headers: 24,717 against 22,807), a Cython generator about 1,000 more for an empty Metadata. */
 #ifndef FASTCOMMON_ITERATOR_H
 #define FASTCOMMON_ITERATOR_H
 
 #include <Python.h>
 
-#if defined(Py_LIMITED_API) /* an OrderedDict's and a list's insides are not in it */
-#define FASTCOMMON_HAS_ITERATOR 0
-#define fastcommon_iterator_type() Py_NewRef(Py_None)
-#define fastcommon_iterator_new(type, m, s) ((void)(type), (void)(m), (void)(s), Py_NewRef(Py_None)) /* unused */
-#else
-
-#define FASTCOMMON_HAS_ITERATOR 1
+#include "compat.h"
 
 typedef struct {
     PyObject_HEAD
     PyObject *metadata, *start; /* the Metadata, held until the end as the generator's frame holds self */
     PyObject *ordered, *keys;   /* the exact OrderedDict walked here, and its own key iterator; or none */
     PyObject *rest;             /* grpc's generator where it is not walked here; an iterator over values not a list */
-    PyObject *key, *values;     /* the key at hand, and its values */
+    PyObject *key, *values, *value; /* the key at hand, its values, and the value last given (the generator's locals) */
     Py_ssize_t index, position; /* the next value's index in a list; where the dict's entries are walked */
     char started, running, finished;
 } fastcommon_iterator;
 
+/* In the order an ended generator lets them go: its loops' iterators, then its frame's locals. */
 #define FASTCOMMON_ITERATOR_FIELDS(apply) \
-    apply(metadata) apply(start) apply(ordered) apply(keys) apply(rest) apply(key) apply(values)
+    apply(rest) apply(keys) apply(ordered) apply(metadata) apply(start) apply(key) apply(values) apply(value)
 
-#if defined(Py_GIL_DISABLED) /* critical sections: without free threading they do nothing */
-#define FASTCOMMON_LOCK(op) Py_BEGIN_CRITICAL_SECTION(op)
-#define FASTCOMMON_UNLOCK() Py_END_CRITICAL_SECTION()
-#else
-#define FASTCOMMON_LOCK(op) {
-#define FASTCOMMON_UNLOCK() }
-#endif
-
-static PyObject * /* (key, value), taking the reference to value */
-fastcommon_pair_of(PyObject *key, PyObject *value)
+static PyObject * /* (key, value), taking the reference to value, which it holds until the next */
+fastcommon_pair_of(fastcommon_iterator *self, PyObject *value)
 {
-    PyObject *pair = PyTuple_New(2);
-    if (pair != NULL) {
-        PyTuple_SET_ITEM(pair, 0, Py_NewRef(key));
-        PyTuple_SET_ITEM(pair, 1, Py_NewRef(value));
+    Py_XSETREF(self->value, value);
+    return fastcommon_pair(self->key, value);
+}
+
+static PyObject * /* PyIter_Next, where a Metadata among another's values recurses: in C, not in Python frames */
+fastcommon_next_of(PyObject *iterator)
+{
+    PyObject *item = NULL;
+    if (Py_EnterRecursiveCall("") == 0) {
+        item = PyIter_Next(iterator);
+        Py_LeaveRecursiveCall();
     }
-    Py_DECREF(value);
-    return pair;
+    return item;
 }
 
 /* The next item, NULL at the end (no error set) or on an error. Python code may run here. */
@@ -68,12 +57,12 @@ fastcommon_iterator_step(fastcommon_iterator *self)
     PyObject *value, *key, *values, *found_key;
     if (!self->started) { /* the generator's first step: start(metadata) reads self._metadata */
         self->started = 1;
-        PyObject *started = PyObject_CallOneArg(self->start, self->metadata);
+        PyObject *started = fastcommon_call_one(self->start, self->metadata);
         if (started == NULL || started == Py_None) {
             Py_XDECREF(started);
             return NULL;
         }
-        if (!Py_IS_TYPE(started, &PyODict_Type)) {
+        if (!PyDict_Check(started)) { /* not the exact OrderedDict start() gives back to be walked here */
             self->rest = started;
         }
         else {
@@ -84,25 +73,25 @@ fastcommon_iterator_step(fastcommon_iterator *self)
         }
     }
     if (self->keys == NULL) { /* grpc's own generator */
-        return PyIter_Next(self->rest);
+        return fastcommon_next_of(self->rest);
     }
     for (;;) {
         if (self->rest == NULL && self->values != NULL && PyList_CheckExact(self->values)) { /* as it is now */
             value = NULL;
             FASTCOMMON_LOCK(self->values);
-            if (self->index < PyList_GET_SIZE(self->values)) {
-                value = Py_NewRef(PyList_GET_ITEM(self->values, self->index));
+            if (self->index < fastcommon_list_size(self->values)) {
+                value = fastcommon_list_item(self->values, self->index);
                 self->index++;
             }
             FASTCOMMON_UNLOCK();
             if (value != NULL) {
-                return fastcommon_pair_of(self->key, value);
+                return fastcommon_pair_of(self, value);
             }
         }
         else if (self->rest != NULL) { /* values that are not a list, iterated as Python iterates them */
-            value = PyIter_Next(self->rest);
+            value = fastcommon_next_of(self->rest);
             if (value != NULL || PyErr_Occurred()) {
-                return value == NULL ? NULL : fastcommon_pair_of(self->key, value);
+                return value == NULL ? NULL : fastcommon_pair_of(self, value);
             }
             Py_CLEAR(self->rest); /* as the generator's for loop lets an ended iterator go; its values stay */
         }
@@ -188,8 +177,7 @@ fastcommon_iterator_dealloc(PyObject *op)
 }
 
 static PyType_Slot fastcommon_iterator_slots[] = {
-    {Py_tp_doc, (void *)"What grpc's Metadata.__iter__ generator yields, (key, value) for every value under every "
-                        "key, in C."},
+    {Py_tp_doc, (void *)"(key, value) for every value under every key: grpc's Metadata.__iter__, in C."},
     {Py_tp_iter, (void *)PyObject_SelfIter},
     {Py_tp_iternext, (void *)fastcommon_iterator_next},
     {Py_tp_traverse, (void *)fastcommon_iterator_traverse},
@@ -212,18 +200,12 @@ static PyType_Spec fastcommon_iterator_spec = {
 static PyObject *
 fastcommon_iterator_new(PyObject *type, PyObject *metadata, PyObject *start)
 {
-    fastcommon_iterator *self = PyObject_GC_New(fastcommon_iterator, (PyTypeObject *)type);
-    if (self == NULL) {
-        return NULL;
+    fastcommon_iterator *self = (fastcommon_iterator *)PyType_GenericAlloc((PyTypeObject *)type, 0); /* zeroed */
+    if (self != NULL) {
+        self->metadata = Py_NewRef(metadata);
+        self->start = Py_NewRef(start);
     }
-    self->metadata = Py_NewRef(metadata);
-    self->start = Py_NewRef(start);
-    self->ordered = self->keys = self->rest = self->key = self->values = NULL;
-    self->index = self->position = self->started = self->running = self->finished = 0;
-    PyObject_GC_Track(self);
     return (PyObject *)self;
 }
-
-#endif /* Py_LIMITED_API */
 
 #endif /* FASTCOMMON_ITERATOR_H */

@@ -28,6 +28,14 @@
 #define FASTCOMMON_RESET_TUPLE_HASH(op) ((void)0)
 #endif
 
+#if defined(Py_TPFLAGS_MANAGED_WEAKREF) /* a __dict__ or a __weakref__ kept before the object: 3.12 on */
+#define FASTCOMMON_MANAGED (Py_TPFLAGS_MANAGED_DICT | Py_TPFLAGS_MANAGED_WEAKREF)
+#elif defined(Py_TPFLAGS_MANAGED_DICT) /* 3.11 */
+#define FASTCOMMON_MANAGED Py_TPFLAGS_MANAGED_DICT
+#else
+#define FASTCOMMON_MANAGED 0
+#endif
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall; /* what grpc calls */
@@ -43,15 +51,8 @@ static destructor fastcommon_python_class_dealloc; /* subtype_dealloc: a class s
 static const char *
 fastcommon_tuple_layout_problem(PyObject *cls)
 {
-    PyTypeObject *type, *base;
-    if (!PyType_Check(cls)) {
-        return "is not a class";
-    }
-    type = (PyTypeObject *)cls;
-    if (type == &PyTuple_Type) {
-        return "is tuple itself";
-    }
-    if (!PyType_IsSubtype(type, &PyTuple_Type)) {
+    PyTypeObject *type = (PyTypeObject *)cls, *base;
+    if (!PyType_Check(cls) || type == &PyTuple_Type || !PyType_IsSubtype(type, &PyTuple_Type)) {
         return "is not a subclass of tuple";
     }
     /* Every class from it down to tuple made by a class statement: a C subclass (a structseq, say) frees and
@@ -62,24 +63,12 @@ fastcommon_tuple_layout_problem(PyObject *cls)
             return "is not made by a class statement from tuple";
         }
     }
-    if (type->tp_new == NULL) {
-        return "cannot be instantiated";
-    }
     if (!PyType_HasFeature(type, Py_TPFLAGS_HAVE_GC)) {
         return "is not tracked by the garbage collector";
     }
-    if (type->tp_dictoffset != 0 || type->tp_weaklistoffset != 0) {
+    if (type->tp_dictoffset != 0 || type->tp_weaklistoffset != 0 || PyType_HasFeature(type, FASTCOMMON_MANAGED)) {
         return "has a __dict__ or a __weakref__";
     }
-#if defined(Py_TPFLAGS_MANAGED_DICT) && defined(Py_TPFLAGS_MANAGED_WEAKREF)
-    if (PyType_HasFeature(type, Py_TPFLAGS_MANAGED_DICT) || PyType_HasFeature(type, Py_TPFLAGS_MANAGED_WEAKREF)) {
-        return "has a __dict__ or a __weakref__";
-    }
-#elif defined(Py_TPFLAGS_MANAGED_DICT)
-    if (PyType_HasFeature(type, Py_TPFLAGS_MANAGED_DICT)) {
-        return "has a __dict__";
-    }
-#endif
     if (type->tp_basicsize != PyTuple_Type.tp_basicsize || type->tp_itemsize != PyTuple_Type.tp_itemsize) {
         return "has fields of its own";
     }
@@ -171,8 +160,7 @@ fastcommon_constructor_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
-/* Every attribute is the class's, but __mro_entries__, which a class statement reads on a base that is not a class
-   (isinstance() and issubclass() look their methods up on the type). */
+/* Every attribute is the class's, but __mro_entries__ (a class statement reads it on a base that is not a class). */
 static PyObject *
 fastcommon_constructor_getattro(PyObject *self, PyObject *name)
 {
@@ -251,8 +239,7 @@ static PyType_Spec fastcommon_constructor_spec = {
     fastcommon_constructor_slots,
 };
 
-/* The MetadatumConstructor class, made once when the module is imported. */
-static PyObject *
+static PyObject * /* the MetadatumConstructor class, made once at import */
 fastcommon_constructor_type(void)
 {
     PyObject *plain = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O){s()}", "Plain", &PyTuple_Type,
