@@ -21,7 +21,7 @@ def category(obj, function, executable):
         return "grpc's extension"
     if "fast_common" in name:
         return "fastcommon"
-    if ".cpython-" in name or name.endswith(".abi3.so"):  # CPython's _asyncio, select...; protobuf's _message
+    if ".cpython-" in name or ".abi3" in name:  # CPython's _asyncio, select...; protobuf's _message
         return "Python's other modules"
     if name.startswith(("libc.so", "libc-")):
         return "libc"

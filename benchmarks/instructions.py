@@ -197,7 +197,7 @@ def version_of(python):
     code = (
         "import sys, grpc, fastcommon.fast_common as m; "
         "print('%d.%d.%d' % sys.version_info[:3], grpc.__version__, "
-        "'abi3' if '.abi3.' in m.__file__ else 'per-version')"
+        "'abi3' if m.LIMITED_API else 'per-version')"
     )
     return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
