@@ -49,6 +49,15 @@ def test_failure_is_logged_with_traceback(impl, name, caplog):
     assert record.exc_info[0] is ValueError and str(record.exc_info[1]) == "bad message"
 
 
+@pytest.mark.parametrize("name", ["serialize", "deserialize"])
+def test_failure_is_logged_on_grpc_commons_logger_at_call_time(impl, name, monkeypatch, caplog):
+    """grpc reads its module's _LOGGER at each call: a logger bound there after import gets the record."""
+    grpc_common = pytest.importorskip("grpc._common")
+    monkeypatch.setattr(grpc_common, "_LOGGER", grpc_common.logging.getLogger("test_parity.rebound"))
+    assert getattr(impl, name)(b"message", lambda message: 1 / 0) is None
+    assert [record.name for record in caplog.records] == ["test_parity.rebound"]
+
+
 def test_exact_types_take_no_detour(impl):
     method = "/grpc.testing.BenchmarkService/UnaryCall"
     assert impl.encode(method) == method.encode() and type(impl.encode(method)) is bytes

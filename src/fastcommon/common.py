@@ -7,11 +7,17 @@ builtin-function calling convention requires.
 """
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any, AnyStr
 
-# grpc logs (de)serializer failures on its own module's logger; so do we.
+# grpc logs (de)serializer failures on its module's _LOGGER, read at each call; so do we.
 _LOGGER = logging.getLogger("grpc._common")
+
+
+def _logger() -> logging.Logger:
+    grpc_common = sys.modules.get("grpc._common")
+    return _LOGGER if grpc_common is None else grpc_common._LOGGER
 
 
 def encode(s: AnyStr, /) -> bytes:
@@ -34,7 +40,7 @@ def _transform(message: Any, transformer: Callable[[Any], Any] | None, exception
     try:
         return transformer(message)
     except Exception:
-        _LOGGER.exception(exception_message)
+        _logger().exception(exception_message)
         return None
 
 
