@@ -134,6 +134,25 @@ def test_probing_leaves_no_log_records(caplog, monkeypatch, log_threads):
     assert caplog.records == []
 
 
+@pytest.mark.parametrize("adapter", [False, True])
+def test_probing_leaves_no_records_on_a_logger_bound_to_grpc_common(monkeypatch, adapter):
+    """A user's logger (or an adapter of it) bound to grpc._common._LOGGER before patch() gets none of its probes."""
+    from grpc import _common as grpc_common
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    own = logging.getLogger("test_patch.bound")
+    own.addHandler(handler)
+    monkeypatch.setattr(grpc_common, "_LOGGER", logging.LoggerAdapter(own, {}) if adapter else own)
+    try:
+        with fastcommon.patched() as replaced:
+            assert "serialize" in replaced
+    finally:
+        own.removeHandler(handler)
+    assert records == []
+
+
 def test_probe_filter_keeps_other_threads_records():
     # A real serializer failure in another thread while patch() probes must still be logged.
     logger = logging.getLogger("grpc._common")

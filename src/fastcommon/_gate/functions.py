@@ -133,9 +133,17 @@ def _outcomes(arity: int, function: Callable[..., Any], records: ProbeRecords) -
     return outcomes
 
 
+def _logger_of(grpcs: Callable[..., Any]) -> logging.Logger:
+    """The logger grpc's function logs on, where the probes' records are taken: its module's _LOGGER (a user may
+    have bound their own there, or an adapter of one), else grpc._common's by name."""
+    found = getattr(grpcs, "__globals__", {}).get("_LOGGER")
+    found = getattr(found, "logger", found)  # a logging.LoggerAdapter logs on its .logger
+    return found if isinstance(found, logging.Logger) else logging.getLogger("grpc._common")
+
+
 def difference(name: str, arity: int, grpcs: Callable[..., Any], ours: Callable[..., Any]) -> str | None:
     """The first probe on which grpc's function ``name`` and ours differ, described; None if they never do."""
-    logger = logging.getLogger("grpc._common")
+    logger = _logger_of(grpcs)
     records = ProbeRecords()
     logger.addFilter(records)
     try:
