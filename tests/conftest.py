@@ -80,7 +80,7 @@ NEEDS_GRPCIO = "grpcio is not installed here (FASTCOMMON_TESTS_WITHOUT_GRPCIO=1)
 
 hypothesis.settings.register_profile("dev", max_examples=300, deadline=None)
 hypothesis.settings.register_profile("ci", max_examples=5000, deadline=None, print_blob=True)
-hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 REQUIRE_EXTENSIONS = os.environ.get("FASTCOMMON_REQUIRE_EXTENSIONS", "") not in ("", "0")
 
