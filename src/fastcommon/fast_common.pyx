@@ -22,8 +22,6 @@ from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_CheckExact, PyUni
 
 cdef extern from "Python.h":
     void *PyType_GetSlot(PyTypeObject *, int)
-    bint Py_EnterRecursiveCall(const char *) except True  # nonzero, not -1, on error (3.11)
-    void Py_LeaveRecursiveCall()
     bint PyIter_Check(object)
     enum: Py_tp_iter, Py_tp_new
 
@@ -199,7 +197,7 @@ cdef class _Methods:
     """What fastcommon made together for one Metadata class: the class, grpc's own methods, which of fastcommon's
     are in place (by what the gate judged at patch()) and their counters."""
 
-    cdef object cls
+    cdef object cls, own_getitem
     cdef bint init, add, from_tuple, getitem
     cdef Py_ssize_t init_counter, add_counter, from_tuple_counter, getitem_counter
     cdef object abc_token, abc_answer  # _init_metadata's isinstance(a tuple, Metadata), and for which abc state
@@ -341,7 +339,7 @@ cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
 
 
 class _Read:
-    """What grpc's __iter__ reads of its self, _metadata, as the iterator already read it: once, then let go of."""
+    """What grpc's method reads of its self, _metadata, as fastcommon already read it: once, then let go of."""
 
     __slots__ = ("held",)
 
@@ -349,6 +347,14 @@ class _Read:
     def _metadata(self):
         held, self.held = self.held, None
         return held
+
+
+cdef object _read(object metadata):
+    """A self for grpc's own method that reads self._metadata alone: its Python frame, as grpc's, counts towards
+    the recursion limit where a Metadata is another's _metadata."""
+    read = _Read()
+    read.held = metadata
+    return read
 
 
 cdef int _str_keys(object ordered) except -2:
@@ -378,9 +384,7 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
             str_keys = _str_keys(ordered)
             if str_keys:
                 return ordered if str_keys > 0 else None
-        read = _Read()
-        read.held = ordered
-        generator = own(read)
+        generator = own(_read(ordered))
         if not PyIter_Check(generator):  # grpc's gives a generator; anything else is refused as iter() refuses it
             raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
         return generator
@@ -412,35 +416,22 @@ cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
                     total += fastcommon_list_size(values)
             if total >= 0:
                 return total  # nothing to hash, nothing to call
-        Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
-        try:
-            return sum(map(len, metadata.values()))
-        finally:
-            Py_LeaveRecursiveCall()
+        return own(_read(metadata))
 
     return __len__
 
 
-cdef object _getitem(object self, object key):
+cdef object _getitem(object self, object key, _Methods methods):
     """grpc's __getitem__: self._metadata[key][0], and a KeyError for a missing first value."""
-    Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
-    try:
-        return _first_value(self, key)
-    finally:
-        Py_LeaveRecursiveCall()
-
-
-cdef object _first_value(object self, object key):
     cdef PyObject *found
     metadata = self._metadata
+    if type(metadata) is not _OrderedDict:
+        return methods.own_getitem(_read(metadata), key)
     try:
-        if type(metadata) is _OrderedDict:  # the lookup metadata[key] does, with no __missing__ to ask
-            if not PyDict_GetItemRef(metadata, key, &found):
-                raise KeyError(key)
-            values = <object>found
-            Py_DECREF(values)
-        else:
-            values = metadata[key]
+        if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
+            raise KeyError(key)
+        values = <object>found
+        Py_DECREF(values)
         if type(values) is list and len(<list>values):
             return (<list>values)[0]
         return values[0]
@@ -452,7 +443,7 @@ cdef object _make_getitem(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __getitem__(self, key):
         fastcommon_count(counter)
-        return _getitem(self, key)
+        return _getitem(self, key, methods)
 
     return __getitem__
 
@@ -464,7 +455,7 @@ cdef object _make_get(object own, _Methods methods, Py_ssize_t counter):
         try:
             if type(self) is methods.cls and methods.getitem:  # self[key] is the __getitem__ made with it
                 fastcommon_count(methods.getitem_counter)
-                return _getitem(self, key)
+                return _getitem(self, key, methods)
             return self[key]
         except KeyError:
             return default
@@ -479,11 +470,7 @@ cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
         fastcommon_count(counter)
         metadata = self._metadata
         if type(metadata) is not _OrderedDict or not fastcommon_no_attributes(metadata):
-            Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
-            try:
-                return metadata.get(key, [])
-            finally:
-                Py_LeaveRecursiveCall()
+            return own(_read(metadata), key)
         if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
             values = <object>found
             Py_DECREF(values)
@@ -499,11 +486,10 @@ cdef object _make_contains(object own, _Methods methods, Py_ssize_t counter):
         fastcommon_count(counter)
         if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
             return own(self, key)
-        Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
-        try:
-            return key in self._metadata
-        finally:
-            Py_LeaveRecursiveCall()
+        metadata = self._metadata
+        if type(metadata) is not _OrderedDict:
+            return own(_read(metadata), key)
+        return key in metadata
 
     return __contains__
 
@@ -512,11 +498,7 @@ cdef object _make_setitem(object own, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __setitem__(self, key, value):
         fastcommon_count(counter)
-        Py_EnterRecursiveCall("")  # a Metadata as another's _metadata recurses here, not in frames
-        try:
-            _set_first_value(self, key, value)
-        finally:
-            Py_LeaveRecursiveCall()
+        _set_first_value(self, key, value)
 
     return __setitem__
 
@@ -599,7 +581,7 @@ def metadata_methods(owns, cls, /, *, counters=None):
         if not -1 <= counter < FASTCOMMON_MAX_COUNTERS:
             raise ValueError(f"metadata_methods(): no counter {counter!r}")
         counters[attribute] = counter
-    methods.cls = cls
+    methods.cls, methods.own_getitem = cls, functions.get("__getitem__")
     methods.init, methods.add = "__init__" in functions, "add" in functions
     methods.from_tuple, methods.getitem = "from_tuple" in functions, "__getitem__" in functions
     methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
