@@ -301,6 +301,23 @@ def run():
             answers.append("RecursionError")  # its text varies with the C function that noticed
     return answers
 """,
+    # Found by review: with a key that is not a str, grpc 1.85's `in` answers without looking, and __setitem__
+    # went straight to the nested Metadata's __setitem__, C calling C: a C stack overflow at 200,000.
+    "a Metadata as another's _metadata, set with a key that is not a str, nested 200,000 deep": """
+def run():
+    nested = Metadata(("a", "leaf"))
+    for _ in range(200000):
+        outer = Metadata()
+        outer._metadata, nested = nested, outer
+    answers = []
+    for key in (1, b"a"):
+        try:
+            nested[key] = "x"
+            answers.append("set")
+        except RecursionError:
+            answers.append("RecursionError")
+    return answers
+""",
     "a Metadata among another's values, nested past the recursion limit": """
 def run():
     nested = Metadata(("a", "leaf"))

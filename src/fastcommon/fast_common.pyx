@@ -182,13 +182,16 @@ cdef newfunc _object_new = <newfunc>PyType_GetSlot(<PyTypeObject *>object, Py_tp
 cdef tuple _NO_ARGS = ()
 cdef object _MISSING = object()
 
-# Two steps of grpc's code done by CPython itself, for what may be of any type: `key, value = pair` (its errors
-# changed in 3.14) and [value, *current[1:]] (the list's room, the errors of a current that is not a sequence).
+# Three steps of grpc's code done by CPython itself, for what may be of any type: `key, value = pair` (its errors
+# changed in 3.14), [value, *current[1:]] (the list's room, the errors of a current that is not a sequence), and
+# `mapping[key] = values` in a Python frame, which the recursion limit counts where a Metadata is another's mapping.
 cdef dict _helpers = {}
 exec(compile("def unpack(pair):\n    key, value = pair\n    return key, value\n\n"
-             "def first_replaced(value, current):\n    return [value, *current[1:]]\n", "<fastcommon>", "exec"), _helpers)
+             "def first_replaced(value, current):\n    return [value, *current[1:]]\n\n"
+             "def assign(mapping, key, values):\n    mapping[key] = values\n", "<fastcommon>", "exec"), _helpers)
 cdef object _unpack = _helpers["unpack"]
 cdef object _first_replaced = _helpers["first_replaced"]
+cdef object _assign = _helpers["assign"]
 
 
 @cython.final
@@ -338,10 +341,12 @@ cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
     return _create
 
 
-class _Read:
+@cython.final
+@cython.auto_pickle(False)
+cdef class _Read:
     """What grpc's method reads of its self, _metadata, as fastcommon already read it: once, then let go of."""
 
-    __slots__ = ("held",)
+    cdef object held
 
     @property
     def _metadata(self):
@@ -351,8 +356,8 @@ class _Read:
 
 cdef object _read(object metadata):
     """A self for grpc's own method that reads self._metadata alone: its Python frame, as grpc's, counts towards
-    the recursion limit where a Metadata is another's _metadata."""
-    read = _Read()
+    the recursion limit where a Metadata is another's _metadata. Made without a call, which CPython would count."""
+    cdef _Read read = _Read.__new__(_Read)
     read.held = metadata
     return read
 
@@ -511,6 +516,9 @@ cdef int _set_first_value(object self, object key, object value) except -1:
         current_values = self.get_all(key)
         values = _first_replaced(value, current_values)
     metadata = self._metadata
+    if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
+        _assign(metadata, key, values)
+        return 0
     with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
         metadata[key] = values
     return 0
