@@ -102,7 +102,7 @@ def test_one_metadata_changed_and_read_by_every_thread_loses_nothing(patched_cla
             assert tuple(init_metadata(((own, round_),), None)) == ((own, round_),)
             if round_ % 50 == 0:
                 try:
-                    seen_while_changing.append(tuple(shared))  # iterated while the others change theirs, or it
+                    seen_while_changing.append(tuple(shared))  # iterated while the others change it (3.13t: theirs)
                 except RuntimeError:  # "OrderedDict mutated during iteration", as grpc's generator raises it
                     pass
             try:
