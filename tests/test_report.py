@@ -36,7 +36,12 @@ SERVER = textwrap.dedent("""
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(7))
     from grpc_echo import echo_server, import_stubs
     pb2, pb2_grpc = import_stubs(sys.argv[2])
+    # The kernel may hand a signal sent to the process to any thread that does not block it, and CPython runs a
+    # Python handler in the main thread only: one of grpc's threads taking SIGINT would leave the main thread's
+    # wait waiting. grpc's threads, made while the main thread blocks both, block them too.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     with echo_server(pb2, pb2_grpc) as address:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         default = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         print(address.rsplit(":", 1)[1], os.getpid(), default, flush=True)
         threading.Event().wait()
