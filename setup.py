@@ -30,14 +30,22 @@ def flag(name):
 class OptionalBuildExt(build_ext):
     """build_ext that turns a compiler failure into a pure-Python install."""
 
+    def run(self):
+        for ext in self.extensions:  # an earlier build's record is stale
+            if os.path.exists(record := self.record(ext)):
+                os.remove(record)
+        super().run()
+
+    def record(self, ext):
+        return os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), BUILD_ERROR_FILE)
+
     def build_extension(self, ext):
-        record = os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), BUILD_ERROR_FILE)
         try:
             super().build_extension(ext)
         except Exception as exc:
             if flag("FASTCOMMON_REQUIRE_EXTENSIONS"):
                 raise
-            message = f"{type(exc).__name__}: {exc}"
+            message = f"{ext.name}: {type(exc).__name__}: {exc}"
             banner = "*" * 75
             print(
                 f"{banner}\nWARNING: the fastcommon C extension could not be built:\n  {message}\n"
@@ -45,24 +53,22 @@ class OptionalBuildExt(build_ext):
                 f"Install a C compiler and reinstall for the compiled version.\n{banner}",
                 file=sys.stderr,
             )
-            os.makedirs(os.path.dirname(record), exist_ok=True)
-            with open(record, "w", encoding="utf-8") as file:
+            os.makedirs(os.path.dirname(self.record(ext)), exist_ok=True)
+            with open(self.record(ext), "a", encoding="utf-8") as file:
                 file.write(message + "\n")
         else:
-            if os.path.exists(record):
-                os.remove(record)
             if flag("FASTCOMMON_REQUIRE_EXTENSIONS"):
-                check_that_it_imports(self.get_ext_fullpath(ext.name))
+                check_that_it_imports(ext.name, self.get_ext_fullpath(ext.name))
 
 
-def check_that_it_imports(path):
+def check_that_it_imports(name, path):
     """Load the built extension in a fresh interpreter: a module that compiles but does not import is an error."""
     code = (
         "import importlib.util, sys; "
-        "spec = importlib.util.spec_from_file_location('fastcommon.fast_common', sys.argv[1]); "
+        "spec = importlib.util.spec_from_file_location(sys.argv[1], sys.argv[2]); "
         "spec.loader.exec_module(importlib.util.module_from_spec(spec))"
     )
-    if subprocess.run([sys.executable, "-c", code, path]).returncode != 0:
+    if subprocess.run([sys.executable, "-c", code, name, path]).returncode != 0:
         raise RuntimeError(f"the built extension {path} does not import (FASTCOMMON_REQUIRE_EXTENSIONS=1)")
 
 
@@ -85,18 +91,18 @@ def extensions():
     if flag("FASTCOMMON_LIMITED_API"):
         version = "0x{:02X}{:02X}0000".format(*LIMITED_API_VERSION)
         macros = [("Py_LIMITED_API", version), ("CYTHON_LIMITED_API", "1")]
-    extension = Extension(
-        "fastcommon.fast_common",
-        ["fastcommon/fast_common.pyx"],
-        define_macros=macros,
-        py_limited_api=bool(macros),
-    )
+    # fast_common: what grpc calls. _sigterm: run --report's SIGTERM relay, POSIX only (a signal handler in C).
+    names = ["fast_common", "_sigterm"] if os.name == "posix" else ["fast_common"]
+    extensions = [
+        Extension(f"fastcommon.{name}", [f"fastcommon/{name}.pyx"], define_macros=macros, py_limited_api=bool(macros))
+        for name in names
+    ]
     # Cythonized from src/, so that tracebacks name fastcommon/fast_common.pyx: a path relative to the
     # package's parent, which linecache finds along sys.path, as the .pyx ships in the package.
     here = os.getcwd()
     os.chdir("src")
     try:
-        modules = cythonize([extension])
+        modules = cythonize(extensions)
     finally:
         os.chdir(here)
     for module in modules:

@@ -58,12 +58,18 @@ USER_AGENT = _registry.USER_AGENT
 ProbeRecords = _functions.ProbeRecords  # takes the probing thread's records of grpc._common out of the log
 probe_values = _functions.probe_values
 Report, report_text = _report.Report, _report.text
+SIGTERM_RELAY = _report._sigterm is not None  # the compiled relay of --report's SIGTERM handler (POSIX)
 BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _launcher.BOOTSTRAP_DIR,
     _launcher.REPORT_VARIABLE,
     _launcher.REPORT_FILE_VARIABLE,
 )
 launcher, grpc_imported, suspended = _launcher, _launcher.grpc_imported, _patching.suspended
+
+
+def relay_sigterm():
+    """Put the compiled SIGTERM relay in front of CPython's handler, as the report does; whether it is there."""
+    return _report._sigterm.relay_sigterm(_report._pthread_kill_address())
 
 
 def home(name):

@@ -4,10 +4,12 @@ processes at once; each process reports once, and ends as it would have without 
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 from conftest import NEEDS_GRPCIO
@@ -90,6 +92,82 @@ def test_a_server_ended_by_sigterm_reports_and_ends_as_without_fastcommon(tmp_pa
     assert calls["serialize"] == calls["deserialize"] == 1
     ended_by_sigterm = bool(REPORT_BLOCK.search(adopted[2])["ended"])
     assert ended_by_sigterm == (mode != "own")  # a program's own handler exits, and the report comes at exit
+
+
+# SIGTERM taken by a thread other than the main one, while the main thread waits with no timeout: at SIGTERM's
+# default the process ends; under --report, the compiled module's relay wakes the main thread to report first.
+OTHER_THREAD_TAKES_SIGTERM = textwrap.dedent("""
+    import grpc, signal, sys, threading
+
+    def take_sigterm():
+        sys.stdin.readline()
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    threading.Thread(target=take_sigterm, daemon=True).start()
+    print("waiting", flush=True)
+    threading.Event().wait()
+""")
+
+
+@pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: docs/adoption.md")
+@pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
+def test_sigterm_taken_by_another_thread_ends_the_process_as_at_its_default(tmp_path, launcher):
+    (tmp_path / "app.py").write_text(OTHER_THREAD_TAKES_SIGTERM)
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    process = subprocess.Popen([sys.executable, *launcher, "app.py"], cwd=tmp_path, env=environ, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert process.stdout.readline() == "waiting\n"  # the main thread is about to wait, or waits
+        _, stderr = process.communicate("go\n", timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGTERM
+    assert bool(reports(stderr)) == bool(launcher) and (not launcher or REPORT_BLOCK.search(stderr)["ended"])
+
+
+@pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: docs/adoption.md")
+def test_the_relay_is_put_in_front_of_cpythons_handler_once_and_leaves_with_it():
+    taken = []
+    assert not helpers.relay_sigterm()  # SIGTERM at its default: no CPython handler to relay to
+    signal.signal(signal.SIGTERM, lambda signum, frame: taken.append(threading.current_thread()))
+    try:
+        assert helpers.relay_sigterm() and helpers.relay_sigterm()  # the second finds it there: no relay to itself
+        other = threading.Thread(target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGTERM))
+        other.start()
+        other.join()
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # the main thread's own: relayed to nobody
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # CPython's own C handler goes, and the relay with it
+    assert taken and set(taken) == {threading.main_thread()}
+    assert not helpers.relay_sigterm()
+
+
+def test_a_second_sigterm_while_the_first_reports_does_not_cut_the_report_short(tmp_path):
+    # The report's JSON line goes to a FIFO nobody reads yet: the process waits to open it, in its SIGTERM handler,
+    # past the text block. The second SIGTERM (a sender's twice, or the relay's) runs the handler again there.
+    (tmp_path / "app.py").write_text("import grpc, threading\nprint('waiting', flush=True)\nthreading.Event().wait()\n")
+    fifo = tmp_path / "reports.fifo"
+    os.mkfifo(fifo)
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    command = [sys.executable, *REPORT_RUN, "--report-file", str(fifo), "app.py"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=environ, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert process.stdout.readline() == "waiting\n"
+        os.kill(process.pid, signal.SIGTERM)
+        while not process.stderr.readline().startswith("  saved:"):  # the text block, written before the line
+            pass
+        os.kill(process.pid, signal.SIGTERM)
+        reader = os.open(fifo, os.O_RDWR)  # never blocks (Linux); a reader the process's open() can now meet
+        try:
+            assert select.select([reader], [], [], 120)[0], "no JSON line: the second SIGTERM ended the process"
+            line = os.read(reader, 65536).decode()
+        finally:
+            os.close(reader)
+        assert process.wait(timeout=120) == -signal.SIGTERM
+    finally:
+        process.kill()
+    assert json.loads(line)["ended_by"] == "SIGTERM"
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ A process that SIGTERM would end at its default disposition reports first, then 
 from __future__ import annotations
 
 import atexit
+import functools
 import inspect
 import json
 import os
@@ -24,6 +25,11 @@ from typing import Any
 from . import __version__, _grpc, _implementation, _patching
 from ._registry import BY_NAME, METADATA_KINDS, NAMES, USER_AGENT
 
+try:
+    from . import _sigterm
+except ImportError:  # not built: Windows, a pure-Python install
+    _sigterm = None  # type: ignore[assignment]
+
 
 class Report:
     """Calls through what fastcommon put into grpc, counted; reported when the process ends."""
@@ -34,6 +40,7 @@ class Report:
         self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours)
         self.baseline: dict[str, int] = {}
         self.printed = False
+        self.ending = False  # by SIGTERM, in on_sigterm
         self.to_stderr = False
         self.path: str | None = None
 
@@ -78,9 +85,20 @@ class Report:
             return  # a signal's handler is the main thread's to set
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, self.on_sigterm)
+            self.relay_sigterm()
+
+    def relay_sigterm(self) -> None:
+        """Where the kernel hands SIGTERM to a thread other than the main one, _sigterm.pyx sends it on to the main
+        thread, which a wait with no timeout would otherwise keep from running the handler. Without the compiled
+        relay (a pure-Python install) such a process keeps running: docs/adoption.md."""
+        if _sigterm is not None and signal.getsignal(signal.SIGTERM) == self.on_sigterm:
+            _sigterm.relay_sigterm(_pthread_kill_address())
 
     def on_sigterm(self, signum: int, frame: Any) -> None:
         """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status."""
+        if self.ending:
+            return  # a second SIGTERM (the relay's, or a sender's), while the first one reports
+        self.ending = True
         self.print(ended_by="SIGTERM")
         if signal.getsignal(signal.SIGTERM) == self.on_sigterm:  # not when a handler of the program's called this
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -94,8 +112,9 @@ class Report:
     def forked(self) -> None:
         """In a fork child: count from here on, and print this process's own block."""
         self.baseline = self.calls_so_far()
-        self.printed = False
+        self.printed = self.ending = False
         self.print_from_multiprocessing_children()
+        self.relay_sigterm()  # to this process's main thread: the one that forked
 
     def print_from_multiprocessing_children(self) -> None:
         # multiprocessing's fork and forkserver children end in os._exit, past atexit; its own
@@ -150,6 +169,17 @@ class Report:
         timers = [_timer(function, arguments(cls, cls(USER_AGENT))) for function in (grpcs, ours)]
         best = [min(runs) for runs in zip(*([timer.timeit(2000) for timer in timers] for _ in range(7)), strict=True)]
         return max(0.0, float(best[0] - best[1]) / 2000 * 1e9)
+
+
+@functools.cache
+def _pthread_kill_address() -> int:
+    """libc's pthread_kill, found as the process runs (why: _sigterm.pyx); 0 where it is not found."""
+    try:
+        import ctypes
+
+        return ctypes.cast(ctypes.CDLL(None).pthread_kill, ctypes.c_void_p).value or 0
+    except (ImportError, OSError, AttributeError):
+        return 0
 
 
 def _taken(function: Callable[..., Any]) -> Callable[..., Any]:

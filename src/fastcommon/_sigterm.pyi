@@ -1,0 +1,3 @@
+"""Type stub for the SIGTERM relay of ``run --report`` (POSIX only)."""
+
+def relay_sigterm(pthread_kill: int, /) -> bool: ...
