@@ -57,7 +57,7 @@ TESTED_GRPCIO = _registry.TESTED_GRPCIO
 USER_AGENT = _registry.USER_AGENT
 ProbeRecords = _functions.ProbeRecords  # takes the probing thread's records of grpc._common out of the log
 probe_values = _functions.probe_values
-Report, report_text = _report.Report, _report.text
+Report, report_text, REPORT = _report.Report, _report.text, _report.REPORT
 SIGTERM_RELAY = _report._sigterm is not None  # the compiled relay of --report's SIGTERM handler (POSIX)
 BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _launcher.BOOTSTRAP_DIR,

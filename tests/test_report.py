@@ -128,18 +128,21 @@ def test_sigterm_taken_by_another_thread_ends_the_process_as_at_its_default(tmp_
 @pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: docs/adoption.md")
 def test_the_relay_is_put_in_front_of_cpythons_handler_once_and_leaves_with_it():
     taken = []
-    assert not helpers.relay_sigterm()  # SIGTERM at its default: no CPython handler to relay to
-    signal.signal(signal.SIGTERM, lambda signum, frame: taken.append(threading.current_thread()))
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report's own, where the suite runs adopted
     try:
+        assert not helpers.relay_sigterm()  # SIGTERM at its default: no CPython handler to relay to
+        signal.signal(signal.SIGTERM, lambda signum, frame: taken.append(threading.current_thread()))
         assert helpers.relay_sigterm() and helpers.relay_sigterm()  # the second finds it there: no relay to itself
         other = threading.Thread(target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGTERM))
         other.start()
         other.join()
         signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # the main thread's own: relayed to nobody
-    finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # CPython's own C handler goes, and the relay with it
+        assert not helpers.relay_sigterm()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        helpers.REPORT.relay_sigterm()  # in front of the report's handler again, where it was
     assert taken and set(taken) == {threading.main_thread()}
-    assert not helpers.relay_sigterm()
 
 
 def test_a_second_sigterm_while_the_first_reports_does_not_cut_the_report_short(tmp_path):
