@@ -23,6 +23,13 @@ BUILD_ERROR_FILE = "_extension_build_error.txt"
 BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
 
 
+LOST_WITHOUT = {  # what a failed build of each extension leaves out
+    "fastcommon.fast_common": "fastcommon is installed as pure Python (correct, but slower).",
+    "fastcommon._sigterm": "run --report's SIGTERM relay is missing: a process whose main thread waits with no "
+    "timeout may not end when another thread takes SIGTERM (docs/adoption.md).",
+}
+
+
 def flag(name):
     return os.environ.get(name, "") not in ("", "0")
 
@@ -48,8 +55,8 @@ class OptionalBuildExt(build_ext):
             message = f"{ext.name}: {type(exc).__name__}: {exc}"
             banner = "*" * 75
             print(
-                f"{banner}\nWARNING: the fastcommon C extension could not be built:\n  {message}\n"
-                "fastcommon is installed as pure Python (correct, but slower).\n"
+                f"{banner}\nWARNING: a fastcommon C extension could not be built:\n  {message}\n"
+                f"{LOST_WITHOUT[ext.name]}\n"
                 f"Install a C compiler and reinstall for the compiled version.\n{banner}",
                 file=sys.stderr,
             )

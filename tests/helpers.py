@@ -2,6 +2,7 @@
 
 import contextlib
 import logging
+import os
 
 GRPC_LOGGER = logging.getLogger("grpc._common")
 
@@ -57,8 +58,10 @@ TESTED_GRPCIO = _registry.TESTED_GRPCIO
 USER_AGENT = _registry.USER_AGENT
 ProbeRecords = _functions.ProbeRecords  # takes the probing thread's records of grpc._common out of the log
 probe_values = _functions.probe_values
-Report, report_text, REPORT = _report.Report, _report.text, _report.REPORT
-SIGTERM_RELAY = _report._sigterm is not None  # the compiled relay of --report's SIGTERM handler (POSIX)
+Report, report_text = _report.Report, _report.text
+# The compiled relay of --report's SIGTERM handler: built on POSIX wherever fast_common is (a build without it is
+# broken, and its tests fail), absent from a pure-Python install.
+SIGTERM_RELAY = _report.sigterm_relay() is not None or (os.name, _implementation.IMPLEMENTATION) == ("posix", "cython")
 BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _launcher.BOOTSTRAP_DIR,
     _launcher.REPORT_VARIABLE,
@@ -69,7 +72,7 @@ launcher, grpc_imported, suspended = _launcher, _launcher.grpc_imported, _patchi
 
 def relay_sigterm():
     """Put the compiled SIGTERM relay in front of CPython's handler, as the report does; whether it is there."""
-    return _report._sigterm.relay_sigterm(_report._pthread_kill_address())
+    return _report.sigterm_relay().relay_sigterm(_report._pthread_kill_address())
 
 
 def home(name):

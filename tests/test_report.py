@@ -4,7 +4,6 @@ processes at once; each process reports once, and ends as it would have without 
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -96,58 +95,144 @@ def test_a_server_ended_by_sigterm_reports_and_ends_as_without_fastcommon(tmp_pa
 
 # SIGTERM taken by a thread other than the main one, while the main thread waits with no timeout: at SIGTERM's
 # default the process ends; under --report, the compiled module's relay wakes the main thread to report first.
+# SIGTERM taken by a thread other than the main one, while the main thread waits with no timeout: at SIGTERM's
+# default the process ends; under --report, the compiled relay wakes the main thread to report first. With "main"
+# or "thread", a fork child (forked from the main thread, or from another) does this, and its parent waits for it.
 OTHER_THREAD_TAKES_SIGTERM = textwrap.dedent("""
-    import grpc, signal, sys, threading
+    import grpc, os, signal, sys, threading
 
-    def take_sigterm():
-        sys.stdin.readline()
-        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+    def serve():
+        waiting = threading.Event()
 
-    threading.Thread(target=take_sigterm, daemon=True).start()
-    print("waiting", flush=True)
-    threading.Event().wait()
+        def main_thread_asleep():  # its tid is the pid, a fork child's too; no /proc (macOS): the Event's list only
+            try:
+                with open(f"/proc/self/task/{os.getpid()}/stat") as stat:
+                    return stat.read().rsplit(")", 1)[1].split()[0] == "S"
+            except OSError:
+                return True
+
+        def take_sigterm():
+            # Once the main thread is in the Event's list of waiters, and asleep: in its wait (or waiting for the
+            # GIL, which ends in Python code that runs the handler). A signal in the instant before a wait starts is
+            # lost to any Python handler, as CPython's own locks go (docs/adoption.md).
+            while not (waiting._cond._waiters and main_thread_asleep()):
+                pass
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+        threading.Thread(target=take_sigterm, daemon=True).start()
+        waiting.wait()
+
+    def fork_then_wait(status):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                serve()
+            finally:
+                os._exit(99)
+        status.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+
+    status = []
+    if sys.argv[1] == "main":
+        fork_then_wait(status)
+    elif sys.argv[1] == "thread":
+        forking = threading.Thread(target=fork_then_wait, args=(status,))
+        forking.start()
+        forking.join()
+    else:
+        serve()
+    print("child", *status, flush=True)
 """)
 
 
 @pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: docs/adoption.md")
+@pytest.mark.parametrize("where", ["process", "main", "thread"], ids=["itself", "fork-child", "fork-child-of-thread"])
 @pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
-def test_sigterm_taken_by_another_thread_ends_the_process_as_at_its_default(tmp_path, launcher):
+def test_sigterm_taken_by_another_thread_ends_the_process_as_at_its_default(tmp_path, launcher, where):
     (tmp_path / "app.py").write_text(OTHER_THREAD_TAKES_SIGTERM)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    process = subprocess.Popen([sys.executable, *launcher, "app.py"], cwd=tmp_path, env=environ, text=True,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, "PYTHONWARNINGS": "ignore::DeprecationWarning"}  # 3.12+
+    process = subprocess.Popen([sys.executable, *launcher, "app.py", where], cwd=tmp_path, env=environ, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
-        assert process.stdout.readline() == "waiting\n"  # the main thread is about to wait, or waits
-        _, stderr = process.communicate("go\n", timeout=120)
+        stdout, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert process.returncode == -signal.SIGTERM
-    assert bool(reports(stderr)) == bool(launcher) and (not launcher or REPORT_BLOCK.search(stderr)["ended"])
+    ended = {"process": (-signal.SIGTERM, ""), "main": (0, "child -15\n"), "thread": (0, "child -15\n")}
+    assert (process.returncode, stdout) == ended[where]
+    blocks = list(REPORT_BLOCK.finditer(stderr))
+    assert [bool(block["ended"]) for block in blocks] == ([True] if where == "process" else [True, False]) * bool(
+        launcher
+    )  # the serving process's, ended by SIGTERM; then its parent's, at exit
+
+
+# The relay, in a process of its own (a relay that called itself would end it with SIGSEGV): put in place twice
+# (the second finds it there), it sends the main thread SIGTERM taken by another (pending while the main thread
+# blocks it) without marking it twice; a SIGTERM the main thread takes itself is CPython's, as ever.
+RELAY_ALONE = textwrap.dedent("""
+    import signal, sys, threading
+    sys.path.insert(0, sys.argv[1])
+    import helpers
+
+    taken = []
+    assert not helpers.relay_sigterm()  # at SIGTERM's default: no CPython handler to go in front of
+    signal.signal(signal.SIGTERM, lambda signum, frame: taken.append(threading.current_thread().name))
+    assert helpers.relay_sigterm() and helpers.relay_sigterm()
+    blocked = threading.Event()
+
+    def take_sigterm():
+        blocked.wait()
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    other = threading.Thread(target=take_sigterm)
+    other.start()  # before the main thread blocks SIGTERM: a thread starts with its creator's mask
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    blocked.set()
+    other.join()
+    relayed = signal.SIGTERM in signal.sigpending()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # the relayed copy arrives
+    after_relay = list(taken)
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # CPython's C handler goes, and the relay with it
+    print(relayed, after_relay, taken, helpers.relay_sigterm())
+""")
 
 
 @pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: docs/adoption.md")
-def test_the_relay_is_put_in_front_of_cpythons_handler_once_and_leaves_with_it():
-    taken = []
-    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report's own, where the suite runs adopted
-    try:
-        assert not helpers.relay_sigterm()  # SIGTERM at its default: no CPython handler to relay to
-        signal.signal(signal.SIGTERM, lambda signum, frame: taken.append(threading.current_thread()))
-        assert helpers.relay_sigterm() and helpers.relay_sigterm()  # the second finds it there: no relay to itself
-        other = threading.Thread(target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGTERM))
-        other.start()
-        other.join()
-        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # the main thread's own: relayed to nobody
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # CPython's own C handler goes, and the relay with it
-        assert not helpers.relay_sigterm()
-    finally:
-        signal.signal(signal.SIGTERM, before)
-        helpers.REPORT.relay_sigterm()  # in front of the report's handler again, where it was
-    assert taken and set(taken) == {threading.main_thread()}
+def test_the_relay_wakes_the_main_thread_once_and_leaves_with_cpythons_handler(tmp_path):
+    (tmp_path / "relay.py").write_text(RELAY_ALONE)
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    result = subprocess.run([sys.executable, "relay.py", tests_dir], cwd=tmp_path, env=environ, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "True ['MainThread'] ['MainThread', 'MainThread'] False\n"
 
 
-def test_a_second_sigterm_while_the_first_reports_does_not_cut_the_report_short(tmp_path):
-    # The report's JSON line goes to a FIFO nobody reads yet: the process waits to open it, in its SIGTERM handler,
-    # past the text block. The second SIGTERM (a sender's twice, or the relay's) runs the handler again there.
+# faulthandler chained in front of the report's handler and its relay: a fork child leaves it in front, as it is.
+FAULTHANDLER_IN_FRONT = textwrap.dedent("""
+    import faulthandler, os, signal, threading
+    import grpc
+
+    faulthandler.register(signal.SIGTERM, chain=True)
+    pid = os.fork()
+    if pid == 0:
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Event().wait()
+    print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+""")
+
+
+@pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
+def test_a_fork_child_leaves_a_handler_chained_in_front_of_the_relay_alone(tmp_path, launcher):
+    (tmp_path / "app.py").write_text(FAULTHANDLER_IN_FRONT)
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    result = subprocess.run([sys.executable, *launcher, "app.py"], cwd=tmp_path, env=environ, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert (result.returncode, result.stdout) == (0, "child -15\n")  # not SIGSEGV: no relay to itself
+
+
+def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_path):
+    # As SIGTERM at its default would have ended it at the first: a report that cannot be written (here its JSON
+    # line waits for a FIFO nobody reads) never keeps a process from ending.
     (tmp_path / "app.py").write_text("import grpc, threading\nprint('waiting', flush=True)\nthreading.Event().wait()\n")
     fifo = tmp_path / "reports.fifo"
     os.mkfifo(fifo)
@@ -155,22 +240,36 @@ def test_a_second_sigterm_while_the_first_reports_does_not_cut_the_report_short(
     command = [sys.executable, *REPORT_RUN, "--report-file", str(fifo), "app.py"]
     process = subprocess.Popen(command, cwd=tmp_path, env=environ, text=True, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)  # fmt: skip
+    deadline = threading.Timer(120, process.kill)  # a process that never reports ends the reading below
+    deadline.start()
     try:
         assert process.stdout.readline() == "waiting\n"
         os.kill(process.pid, signal.SIGTERM)
-        while not process.stderr.readline().startswith("  saved:"):  # the text block, written before the line
-            pass
+        for line in process.stderr:  # the text block comes first; then the handler waits to open the FIFO
+            if line.startswith("  saved:"):
+                break
+        else:
+            pytest.fail("no report on stderr")
         os.kill(process.pid, signal.SIGTERM)
-        reader = os.open(fifo, os.O_RDWR)  # never blocks (Linux); a reader the process's open() can now meet
-        try:
-            assert select.select([reader], [], [], 120)[0], "no JSON line: the second SIGTERM ended the process"
-            line = os.read(reader, 65536).decode()
-        finally:
-            os.close(reader)
+        assert process.wait(timeout=120) == -signal.SIGTERM
+    finally:
+        deadline.cancel()
+        process.kill()
+
+
+def test_a_report_that_cannot_be_written_still_ends_the_process_by_sigterm(tmp_path):
+    # Nobody reads the program's stderr any more: the report's block raises BrokenPipeError in the handler.
+    (tmp_path / "app.py").write_text("import grpc, threading\nprint('waiting', flush=True)\nthreading.Event().wait()\n")
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    process = subprocess.Popen([sys.executable, *REPORT_RUN, "app.py"], cwd=tmp_path, env=environ, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert process.stdout.readline() == "waiting\n"
+        process.stderr.close()
+        os.kill(process.pid, signal.SIGTERM)
         assert process.wait(timeout=120) == -signal.SIGTERM
     finally:
         process.kill()
-    assert json.loads(line)["ended_by"] == "SIGTERM"
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import importlib
 import inspect
 import json
 import os
@@ -19,16 +20,12 @@ import sys
 import threading
 import time
 import timeit
+import types
 from collections.abc import Callable
 from typing import Any
 
 from . import __version__, _grpc, _implementation, _patching
 from ._registry import BY_NAME, METADATA_KINDS, NAMES, USER_AGENT
-
-try:
-    from . import _sigterm
-except ImportError:  # not built: Windows, a pure-Python install
-    _sigterm = None  # type: ignore[assignment]
 
 
 class Report:
@@ -40,7 +37,6 @@ class Report:
         self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours)
         self.baseline: dict[str, int] = {}
         self.printed = False
-        self.ending = False  # by SIGTERM, in on_sigterm
         self.to_stderr = False
         self.path: str | None = None
 
@@ -85,24 +81,30 @@ class Report:
             return  # a signal's handler is the main thread's to set
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, self.on_sigterm)
-            self.relay_sigterm()
+            self.relay_sigterm(just_set=True)
 
-    def relay_sigterm(self) -> None:
+    def relay_sigterm(self, just_set: bool) -> None:
         """Where the kernel hands SIGTERM to a thread other than the main one, _sigterm.pyx sends it on to the main
-        thread, which a wait with no timeout would otherwise keep from running the handler. Without the compiled
-        relay (a pure-Python install) such a process keeps running: docs/adoption.md."""
-        if _sigterm is not None and signal.getsignal(signal.SIGTERM) == self.on_sigterm:
-            _sigterm.relay_sigterm(_pthread_kill_address())
+        thread, which a wait with no timeout would otherwise keep from running the handler: put in front of
+        CPython's handler ``just_set``, or pointed at this thread (a fork child's). Without the compiled relay
+        (a pure-Python install) such a process keeps running: docs/adoption.md."""
+        relay = sigterm_relay()
+        if relay is None or signal.getsignal(signal.SIGTERM) != self.on_sigterm:
+            return
+        if just_set:
+            relay.relay_sigterm(_pthread_kill_address())
+        else:
+            relay.relay_here()
 
     def on_sigterm(self, signum: int, frame: Any) -> None:
-        """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status."""
-        if self.ending:
-            return  # a second SIGTERM (the relay's, or a sender's), while the first one reports
-        self.ending = True
-        self.print(ended_by="SIGTERM")
-        if signal.getsignal(signal.SIGTERM) == self.on_sigterm:  # not when a handler of the program's called this
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+        """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status. A
+        second SIGTERM while it reports ends the process at once; so does a report that fails."""
+        try:
+            self.print(ended_by="SIGTERM")
+        finally:
+            if signal.getsignal(signal.SIGTERM) == self.on_sigterm:  # not where a handler of the program's calls this
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
 
     def calls_so_far(self) -> dict[str, int]:
         chosen = _implementation.chosen
@@ -112,9 +114,9 @@ class Report:
     def forked(self) -> None:
         """In a fork child: count from here on, and print this process's own block."""
         self.baseline = self.calls_so_far()
-        self.printed = self.ending = False
+        self.printed = False
         self.print_from_multiprocessing_children()
-        self.relay_sigterm()  # to this process's main thread: the one that forked
+        self.relay_sigterm(just_set=False)  # to this process's main thread: the one that forked
 
     def print_from_multiprocessing_children(self) -> None:
         # multiprocessing's fork and forkserver children end in os._exit, past atexit; its own
@@ -169,6 +171,15 @@ class Report:
         timers = [_timer(function, arguments(cls, cls(USER_AGENT))) for function in (grpcs, ours)]
         best = [min(runs) for runs in zip(*([timer.timeit(2000) for timer in timers] for _ in range(7)), strict=True)]
         return max(0.0, float(best[0] - best[1]) / 2000 * 1e9)
+
+
+@functools.cache
+def sigterm_relay() -> types.ModuleType | None:
+    """The compiled SIGTERM relay (_sigterm.pyx), or None: not built (Windows, a pure-Python install), or broken."""
+    try:
+        return importlib.import_module("fastcommon._sigterm")
+    except Exception:  # a broken extension must never break the program it reports on
+        return None
 
 
 @functools.cache

@@ -5,9 +5,12 @@ CPython runs a signal's Python handler in the main thread only. Where the kernel
 (one of grpc's) while the main thread waits with no timeout, CPython marks the signal and the main thread waits
 on: the handler the report put where SIGTERM was at its default, which would have ended the process, never runs.
 The relay, a C signal handler in front of CPython's own, sends the signal on to the main thread, which wakes and
-runs the handler. It makes only async-signal-safe calls; CPython's handler marks the signal, as without it.
+runs the handler. CPython's handler marks the signal where the kernel delivered it, as without the relay; the
+copy the relay sends is not marked again, so that it is never taken for a second SIGTERM (which ends a process
+while it reports: _report.py). Only async-signal-safe calls, and errno as it was found.
 """
 
+from libc.errno cimport errno
 from posix.types cimport pid_t
 from posix.unistd cimport getpid
 
@@ -30,32 +33,64 @@ cdef extern from "<pthread.h>" nogil:
 # which a link to it would make every Linux wheel require.
 ctypedef int (*kill_thread_t)(pthread_t, int) noexcept nogil
 
-cdef sigaction_t _cpython_handler  # CPython's C handler for SIGTERM, which the relay calls first
+cdef extern from "<signal.h>" nogil:
+    ctypedef int sig_atomic_t
+
+cdef sigaction_t _cpython_handler  # CPython's C handler for SIGTERM, which the relay calls
 cdef kill_thread_t _kill_thread
 cdef pthread_t _main_thread
-cdef pid_t _main_pid  # a fork child's getpid() differs: it sends nothing until it calls relay_sigterm()
+cdef pid_t _main_pid  # a fork child's getpid() differs: it only marks the signal until relay_here()
+cdef volatile sig_atomic_t _relayed  # the relay sent the main thread a SIGTERM it has not taken yet
 
 
 cdef void _relay(int signum) noexcept nogil:
-    _cpython_handler.sa_handler(signum)
-    if getpid() == _main_pid and not pthread_equal(pthread_self(), _main_thread):
-        _kill_thread(_main_thread, signum)
+    global _relayed, errno
+    cdef int saved_errno = errno
+    if getpid() != _main_pid:
+        _cpython_handler.sa_handler(signum)
+    elif not pthread_equal(pthread_self(), _main_thread):
+        _cpython_handler.sa_handler(signum)  # marks it, as without the relay; then wakes the main thread
+        _relayed = 1
+        if _kill_thread(_main_thread, signum) != 0:
+            _relayed = 0
+    elif _relayed:
+        _relayed = 0  # the signal the relay sent: marked already, not a second SIGTERM
+    else:
+        _cpython_handler.sa_handler(signum)
+    errno = saved_errno
+
+
+cdef void _to_this_thread() noexcept nogil:
+    global _main_thread, _main_pid, _relayed
+    _main_thread = pthread_self()
+    _main_pid = getpid()
+    _relayed = 0
 
 
 def relay_sigterm(size_t pthread_kill):
-    """From the main thread, once a Python SIGTERM handler is set: put the relay in front of CPython's C handler,
-    with its flags and mask (where it is there already, relay to this thread and process). ``pthread_kill`` is
-    the address of libc's pthread_kill. Whether the relay is there."""
+    """From the main thread, just after a Python SIGTERM handler is set (CPython's C handler is then SIGTERM's):
+    put the relay in front of it, with its flags and mask. ``pthread_kill``: the address of libc's. Whether it
+    is there."""
+    global _kill_thread, _cpython_handler
     cdef sigaction_t current
     if pthread_kill == 0 or sigaction(SIGTERM, NULL, &current) != 0 or current.sa_flags & SA_SIGINFO:
         return False
+    if current.sa_handler == _relay:
+        return relay_here()
     if current.sa_handler == SIG_DFL or current.sa_handler == SIG_IGN:
         return False
-    global _kill_thread, _main_thread, _main_pid, _cpython_handler
     _kill_thread = <kill_thread_t><void *>pthread_kill
-    _main_thread = pthread_self()
-    _main_pid = getpid()
-    if current.sa_handler != _relay:
-        _cpython_handler = current
-        current.sa_handler = _relay
+    _cpython_handler = current
+    _to_this_thread()
+    current.sa_handler = _relay
     return sigaction(SIGTERM, &current, NULL) == 0
+
+
+def relay_here():
+    """Relay to this thread, in this process (a fork child's, from its at-fork hook), where the relay is SIGTERM's
+    handler; any other handler is left alone. Whether it is there."""
+    cdef sigaction_t current
+    if sigaction(SIGTERM, NULL, &current) != 0 or current.sa_handler != _relay:
+        return False
+    _to_this_thread()
+    return True
