@@ -238,38 +238,38 @@ def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_p
     os.mkfifo(fifo)
     environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
     command = [sys.executable, *REPORT_RUN, "--report-file", str(fifo), "app.py"]
-    process = subprocess.Popen(command, cwd=tmp_path, env=environ, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)  # fmt: skip
-    deadline = threading.Timer(120, process.kill)  # a process that never reports ends the reading below
-    deadline.start()
-    try:
-        assert process.stdout.readline() == "waiting\n"
-        os.kill(process.pid, signal.SIGTERM)
-        for line in process.stderr:  # the text block comes first; then the handler waits to open the FIFO
-            if line.startswith("  saved:"):
-                break
-        else:
-            pytest.fail("no report on stderr")
-        os.kill(process.pid, signal.SIGTERM)
-        assert process.wait(timeout=120) == -signal.SIGTERM
-    finally:
-        deadline.cancel()
-        process.kill()
+    with subprocess.Popen(command, cwd=tmp_path, env=environ, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as process:  # fmt: skip
+        deadline = threading.Timer(120, process.kill)  # a process that never reports ends the reading below
+        deadline.start()
+        try:
+            assert process.stdout.readline() == "waiting\n"
+            os.kill(process.pid, signal.SIGTERM)
+            for line in process.stderr:  # the text block comes first; then the handler waits to open the FIFO
+                if line.startswith("  saved:"):
+                    break
+            else:
+                pytest.fail("no report on stderr")
+            os.kill(process.pid, signal.SIGTERM)
+            assert process.wait(timeout=120) == -signal.SIGTERM
+        finally:
+            deadline.cancel()
+            process.kill()
 
 
 def test_a_report_that_cannot_be_written_still_ends_the_process_by_sigterm(tmp_path):
     # Nobody reads the program's stderr any more: the report's block raises BrokenPipeError in the handler.
     (tmp_path / "app.py").write_text("import grpc, threading\nprint('waiting', flush=True)\nthreading.Event().wait()\n")
     environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    process = subprocess.Popen([sys.executable, *REPORT_RUN, "app.py"], cwd=tmp_path, env=environ, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        assert process.stdout.readline() == "waiting\n"
-        process.stderr.close()
-        os.kill(process.pid, signal.SIGTERM)
-        assert process.wait(timeout=120) == -signal.SIGTERM
-    finally:
-        process.kill()
+    with subprocess.Popen([sys.executable, *REPORT_RUN, "app.py"], cwd=tmp_path, env=environ, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:  # fmt: skip
+        try:
+            assert process.stdout.readline() == "waiting\n"
+            process.stderr.close()
+            os.kill(process.pid, signal.SIGTERM)
+            assert process.wait(timeout=120) == -signal.SIGTERM
+        finally:
+            process.kill()
 
 
 @contextlib.contextmanager
