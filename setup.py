@@ -1,4 +1,5 @@
-"""Build fastcommon: the Cython extension when it can, pure Python when it cannot.
+"""Build fastcommon: the Cython extensions when it can (fast_common; on POSIX also _sigterm, run --report's
+SIGTERM relay), pure Python when it cannot.
 
 FASTCOMMON_NO_EXTENSIONS=1        build pure Python on purpose (no Cython, no compiler).
 FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build, or an extension that does not import, is fatal
@@ -6,7 +7,8 @@ FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build, or an extension that
 FASTCOMMON_LIMITED_API=1          build for the Limited API of CPython 3.11: one abi3 wheel for every later
                                   CPython, the fallback where no per-version wheel exists yet.
 Otherwise a failed compile leaves a pure-Python install, one warning banner, and a
-record of the error that patch() turns into a runtime warning (pip hides build output).
+record of the error that patch() turns into a runtime warning (pip hides build output);
+a failed _sigterm alone, a warning from run --report that the relay is missing.
 Both record files are read by fastcommon/_implementation.py.
 """
 

@@ -19,6 +19,8 @@ grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 import helpers
 
+import fastcommon
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals; on Windows the program runs as a child")
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -104,18 +106,15 @@ OTHER_THREAD_TAKES_SIGTERM = textwrap.dedent("""
     def serve():
         waiting = threading.Event()
 
-        def main_thread_asleep():  # its tid is the pid, a fork child's too; no /proc (macOS): the Event's list only
-            try:
-                with open(f"/proc/self/task/{os.getpid()}/stat") as stat:
-                    return stat.read().rsplit(")", 1)[1].split()[0] == "S"
-            except OSError:
-                return True
+        def main_thread_asleep():  # its tid is the pid, a fork child's too
+            with open(f"/proc/self/task/{os.getpid()}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] == "S"
 
         def take_sigterm():
-            # Once the main thread is in the Event's list of waiters, and asleep: in its wait (or waiting for the
-            # GIL, which ends in Python code that runs the handler). A signal in the instant before a wait starts is
-            # lost to any Python handler, as CPython's own locks go (docs/adoption.md).
-            while not (waiting._cond._waiters and main_thread_asleep()):
+            # Once the main thread is in the Event's list of waiters and asleep, twice: reading /proc lets go of
+            # the GIL, so a main thread that was only waiting for it has gone on into its wait. A signal in the
+            # instant before a wait begins is lost to any Python handler (docs/adoption.md).
+            while not (waiting._cond._waiters and main_thread_asleep() and main_thread_asleep()):
                 pass
             signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
 
@@ -144,7 +143,12 @@ OTHER_THREAD_TAKES_SIGTERM = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: docs/adoption.md")
+NEEDS_RELAY = pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: adoption.md")
+NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="sees the main thread asleep in /proc")
+
+
+@NEEDS_RELAY
+@NEEDS_PROC
 @pytest.mark.parametrize("where", ["process", "main", "thread"], ids=["itself", "fork-child", "fork-child-of-thread"])
 @pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
 def test_sigterm_taken_by_another_thread_ends_the_process_as_at_its_default(tmp_path, launcher, where):
@@ -196,7 +200,7 @@ RELAY_ALONE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not helpers.SIGTERM_RELAY, reason="a pure-Python install has no relay: docs/adoption.md")
+@NEEDS_RELAY
 def test_the_relay_wakes_the_main_thread_once_and_leaves_with_cpythons_handler(tmp_path):
     (tmp_path / "relay.py").write_text(RELAY_ALONE)
     tests_dir = os.path.dirname(os.path.abspath(__file__))
@@ -207,27 +211,35 @@ def test_the_relay_wakes_the_main_thread_once_and_leaves_with_cpythons_handler(t
     assert result.stdout == "True ['MainThread'] ['MainThread', 'MainThread'] False\n"
 
 
-# faulthandler chained in front of the report's handler and its relay: a fork child leaves it in front, as it is.
-FAULTHANDLER_IN_FRONT = textwrap.dedent("""
-    import faulthandler, os, signal, threading
-    import grpc
-
-    faulthandler.register(signal.SIGTERM, chain=True)
-    pid = os.fork()
-    if pid == 0:
-        os.kill(os.getpid(), signal.SIGTERM)
-        threading.Event().wait()
-    print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
-""")
+# faulthandler chained in front of the report's handler and its relay, then SIGTERM taken by a thread other than
+# the main one, in a fork child: the relay behind faulthandler relays to the child's own main thread.
+FAULTHANDLER_IN_FRONT = (
+    "import faulthandler, os, signal\n"
+    "import grpc\n"
+    "dumps = open(os.devnull, 'w')\n"
+    "faulthandler.register(signal.SIGTERM, file=dumps, chain=True)\n"
+) + OTHER_THREAD_TAKES_SIGTERM
 
 
+@NEEDS_RELAY
+@NEEDS_PROC
 @pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
-def test_a_fork_child_leaves_a_handler_chained_in_front_of_the_relay_alone(tmp_path, launcher):
+def test_a_relay_behind_a_handler_chained_in_front_of_it_follows_a_fork(tmp_path, launcher):
     (tmp_path / "app.py").write_text(FAULTHANDLER_IN_FRONT)
     environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
-    result = subprocess.run([sys.executable, *launcher, "app.py"], cwd=tmp_path, env=environ, capture_output=True,
+    result = subprocess.run([sys.executable, *launcher, "app.py", "main"], cwd=tmp_path, env=environ,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert (result.returncode, result.stdout) == (0, "child -15\n")  # not SIGSEGV, not a child left waiting
+
+
+@pytest.mark.skipif(fastcommon.IMPLEMENTATION != "cython", reason="pure Python has no relay to miss")
+def test_a_compiled_install_without_the_relay_says_so_under_report(tmp_path):
+    # As a build in which _sigterm failed and fast_common did not: the report warns once, where it sets its handler.
+    (tmp_path / "app.py").write_text("import sys\nsys.modules['fastcommon._sigterm'] = None\nimport grpc\n")
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    result = subprocess.run([sys.executable, *REPORT_RUN, "app.py"], cwd=tmp_path, env=environ, capture_output=True,
                             text=True, timeout=120)  # fmt: skip
-    assert (result.returncode, result.stdout) == (0, "child -15\n")  # not SIGSEGV: no relay to itself
+    assert result.returncode == 0 and result.stderr.count("SIGTERM relay (fastcommon._sigterm) did not load") == 1
 
 
 def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_path):

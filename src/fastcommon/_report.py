@@ -21,6 +21,7 @@ import threading
 import time
 import timeit
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +90,13 @@ class Report:
         CPython's handler ``just_set``, or pointed at this thread (a fork child's). Without the compiled relay
         (a pure-Python install) such a process keeps running: docs/adoption.md."""
         relay = sigterm_relay()
+        if relay is None and just_set and os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
+            warnings.warn(
+                "fastcommon: run --report's SIGTERM relay (fastcommon._sigterm) did not load; a process whose main "
+                "thread waits with no timeout may not end when another thread takes SIGTERM (docs/adoption.md)",
+                _implementation.FastcommonWarning,
+                stacklevel=2,
+            )
         if relay is None or signal.getsignal(signal.SIGTERM) != self.on_sigterm:
             return
         if just_set:

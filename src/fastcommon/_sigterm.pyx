@@ -39,7 +39,7 @@ cdef extern from "<signal.h>" nogil:
 cdef sigaction_t _cpython_handler  # CPython's C handler for SIGTERM, which the relay calls
 cdef kill_thread_t _kill_thread
 cdef pthread_t _main_thread
-cdef pid_t _main_pid  # a fork child's getpid() differs: it only marks the signal until relay_here()
+cdef volatile pid_t _main_pid  # a fork child's getpid() differs: it only marks the signal until relay_here()
 cdef volatile sig_atomic_t _relayed  # the relay sent the main thread a SIGTERM it has not taken yet
 
 
@@ -62,9 +62,9 @@ cdef void _relay(int signum) noexcept nogil:
 
 cdef void _to_this_thread() noexcept nogil:
     global _main_thread, _main_pid, _relayed
-    _main_thread = pthread_self()
-    _main_pid = getpid()
     _relayed = 0
+    _main_thread = pthread_self()
+    _main_pid = getpid()  # last: until then, a fork child's relay only marks the signal
 
 
 def relay_sigterm(size_t pthread_kill):
@@ -87,10 +87,9 @@ def relay_sigterm(size_t pthread_kill):
 
 
 def relay_here():
-    """Relay to this thread, in this process (a fork child's, from its at-fork hook), where the relay is SIGTERM's
-    handler; any other handler is left alone. Whether it is there."""
-    cdef sigaction_t current
-    if sigaction(SIGTERM, NULL, &current) != 0 or current.sa_handler != _relay:
+    """Relay to this thread, in this process: a fork child's, from its at-fork hook. Whatever handler is now in
+    front of the relay (faulthandler's, chained) is left alone, and still reaches it. Whether there is a relay."""
+    if _kill_thread == NULL:
         return False
     _to_this_thread()
     return True
