@@ -62,8 +62,9 @@ class OptionalBuildExt(build_ext):
                 f"Install a C compiler and reinstall for the compiled version.\n{banner}",
                 file=sys.stderr,
             )
-            os.makedirs(os.path.dirname(self.record(ext)), exist_ok=True)
-            with open(self.record(ext), "a", encoding="utf-8") as file:
+            record = self.record(ext)
+            os.makedirs(os.path.dirname(record), exist_ok=True)
+            with open(record, "a", encoding="utf-8") as file:
                 file.write(message + "\n")
         else:
             if flag("FASTCOMMON_REQUIRE_EXTENSIONS"):

@@ -96,8 +96,6 @@ def test_a_server_ended_by_sigterm_reports_and_ends_as_without_fastcommon(tmp_pa
 
 
 # SIGTERM taken by a thread other than the main one, while the main thread waits with no timeout: at SIGTERM's
-# default the process ends; under --report, the compiled module's relay wakes the main thread to report first.
-# SIGTERM taken by a thread other than the main one, while the main thread waits with no timeout: at SIGTERM's
 # default the process ends; under --report, the compiled relay wakes the main thread to report first. With "main"
 # or "thread", a fork child (forked from the main thread, or from another) does this, and its parent waits for it.
 OTHER_THREAD_TAKES_SIGTERM = textwrap.dedent("""
@@ -242,10 +240,13 @@ def test_a_compiled_install_without_the_relay_says_so_under_report(tmp_path):
     assert result.returncode == 0 and result.stderr.count("SIGTERM relay (fastcommon._sigterm) did not load") == 1
 
 
+WAITS = "import grpc, threading\nprint('waiting', flush=True)\nthreading.Event().wait()\n"  # until a signal ends it
+
+
 def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_path):
     # As SIGTERM at its default would have ended it at the first: a report that cannot be written (here its JSON
     # line waits for a FIFO nobody reads) never keeps a process from ending.
-    (tmp_path / "app.py").write_text("import grpc, threading\nprint('waiting', flush=True)\nthreading.Event().wait()\n")
+    (tmp_path / "app.py").write_text(WAITS)
     fifo = tmp_path / "reports.fifo"
     os.mkfifo(fifo)
     environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
@@ -271,7 +272,7 @@ def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_p
 
 def test_a_report_that_cannot_be_written_still_ends_the_process_by_sigterm(tmp_path):
     # Nobody reads the program's stderr any more: the report's block raises BrokenPipeError in the handler.
-    (tmp_path / "app.py").write_text("import grpc, threading\nprint('waiting', flush=True)\nthreading.Event().wait()\n")
+    (tmp_path / "app.py").write_text(WAITS)
     environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
     with subprocess.Popen([sys.executable, *REPORT_RUN, "app.py"], cwd=tmp_path, env=environ, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:  # fmt: skip

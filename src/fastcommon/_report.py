@@ -82,27 +82,23 @@ class Report:
             return  # a signal's handler is the main thread's to set
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, self.on_sigterm)
-            self.relay_sigterm(just_set=True)
+            self.relay_sigterm()
 
-    def relay_sigterm(self, just_set: bool) -> None:
+    def relay_sigterm(self) -> None:
         """Where the kernel hands SIGTERM to a thread other than the main one, _sigterm.pyx sends it on to the main
-        thread, which a wait with no timeout would otherwise keep from running the handler: put in front of
-        CPython's handler ``just_set``, or pointed at this thread (a fork child's). Without the compiled relay
-        (a pure-Python install) such a process keeps running: docs/adoption.md."""
+        thread, which a wait with no timeout would otherwise keep from running the handler: put it in front of
+        CPython's handler, just set. Without the compiled relay (a pure-Python install) such a process keeps
+        running: docs/adoption.md."""
         relay = sigterm_relay()
-        if relay is None and just_set and os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
+        if relay is not None:
+            relay.relay_sigterm(_pthread_kill_address())
+        elif os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
             warnings.warn(
                 "fastcommon: run --report's SIGTERM relay (fastcommon._sigterm) did not load; a process whose main "
                 "thread waits with no timeout may not end when another thread takes SIGTERM (docs/adoption.md)",
                 _implementation.FastcommonWarning,
                 stacklevel=2,
             )
-        if relay is None or signal.getsignal(signal.SIGTERM) != self.on_sigterm:
-            return
-        if just_set:
-            relay.relay_sigterm(_pthread_kill_address())
-        else:
-            relay.relay_here()
 
     def on_sigterm(self, signum: int, frame: Any) -> None:
         """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status. A
@@ -124,7 +120,9 @@ class Report:
         self.baseline = self.calls_so_far()
         self.printed = False
         self.print_from_multiprocessing_children()
-        self.relay_sigterm(just_set=False)  # to this process's main thread: the one that forked
+        relay = sigterm_relay()
+        if relay is not None and signal.getsignal(signal.SIGTERM) == self.on_sigterm:
+            relay.relay_here()  # to this process's main thread: the one that forked
 
     def print_from_multiprocessing_children(self) -> None:
         # multiprocessing's fork and forkserver children end in os._exit, past atexit; its own

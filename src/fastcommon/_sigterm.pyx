@@ -23,6 +23,7 @@ cdef extern from "<signal.h>" nogil:
     int sigaction(int, const sigaction_t *, sigaction_t *)
     enum: SIGTERM, SA_SIGINFO
     handler_t SIG_DFL, SIG_IGN
+    ctypedef int sig_atomic_t
 
 cdef extern from "<pthread.h>" nogil:
     ctypedef unsigned long pthread_t  # opaque: only passed, and compared with pthread_equal
@@ -32,9 +33,6 @@ cdef extern from "<pthread.h>" nogil:
 # pthread_kill, as the caller finds it at run time: glibc 2.34 moved it into libc under a new symbol version,
 # which a link to it would make every Linux wheel require.
 ctypedef int (*kill_thread_t)(pthread_t, int) noexcept nogil
-
-cdef extern from "<signal.h>" nogil:
-    ctypedef int sig_atomic_t
 
 cdef sigaction_t _cpython_handler  # CPython's C handler for SIGTERM, which the relay calls
 cdef kill_thread_t _kill_thread
