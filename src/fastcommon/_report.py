@@ -103,11 +103,15 @@ class Report:
     def on_sigterm(self, signum: int, frame: Any) -> None:
         """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status. A
         second SIGTERM while it reports ends the process at once; so does a report that fails."""
+        ours = signal.getsignal(signal.SIGTERM) == self.on_sigterm  # not where a handler of the program's calls this
+        if ours:
+            # The default first: a second SIGTERM is the kernel's to act on. A Python handler would lose one that
+            # comes in the instant before the report's write begins to wait (docs/adoption.md).
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
             self.print(ended_by="SIGTERM")
         finally:
-            if signal.getsignal(signal.SIGTERM) == self.on_sigterm:  # not where a handler of the program's calls this
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if ours:
                 os.kill(os.getpid(), signal.SIGTERM)
 
     def calls_so_far(self) -> dict[str, int]:
