@@ -324,14 +324,15 @@ def test_without_report_sigterm_is_left_at_its_default(tmp_path, stubs):
 
 def test_a_multiprocessing_worker_terminated_reports_first(tmp_path):
     program = textwrap.dedent("""
-        import multiprocessing, sys
+        import multiprocessing, sys, time
 
         def serve(ready):
             import grpc
             from grpc import _common
             _common.decode(b"worked")
             ready.set()
-            multiprocessing.Event().wait()
+            while True:  # wakes each second, as WAITS
+                time.sleep(1)
 
         if __name__ == "__main__":
             context = multiprocessing.get_context("spawn")
