@@ -108,15 +108,16 @@ def extensions():
         for name in names
     ]
     # Cythonized from src/, so that tracebacks name fastcommon/fast_common.pyx: a path relative to the
-    # package's parent, which linecache finds along sys.path, as the .pyx ships in the package.
+    # package's parent, which linecache finds along sys.path, as the .pyx ships in the package. The generated
+    # C goes to build/cython/ (with copies of the headers it includes), out of the source tree.
     here = os.getcwd()
     os.chdir("src")
     try:
-        modules = cythonize(extensions)
+        modules = cythonize(extensions, build_dir=os.path.join("..", "build", "cython"))
     finally:
         os.chdir(here)
     for module in modules:
-        module.sources = [os.path.join("src", source) for source in module.sources]
+        module.sources = [os.path.normpath(os.path.join("src", source)) for source in module.sources]
     return modules
 
 
