@@ -2,6 +2,7 @@
 processes at once; each process reports once, and ends as it would have without fastcommon."""
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -167,8 +168,9 @@ def test_sigterm_taken_by_another_thread_ends_the_process_as_at_its_default(tmp_
 
 
 # The relay, in a process of its own (a relay that called itself would end it with SIGSEGV): put in place twice
-# (the second finds it there), it sends the main thread SIGTERM taken by another (pending while the main thread
-# blocks it) without marking it twice; a SIGTERM the main thread takes itself is CPython's, as ever.
+# (the second finds it there), it sends the main thread SIGTERM taken by another, unmarked: the main thread marks
+# it when it takes it (pending while the main thread blocks it), once; a SIGTERM the main thread takes itself is
+# CPython's, as ever.
 RELAY_ALONE = textwrap.dedent("""
     import signal, sys, threading
     sys.path.insert(0, sys.argv[1])
@@ -188,13 +190,13 @@ RELAY_ALONE = textwrap.dedent("""
     other.start()  # before the main thread blocks SIGTERM: a thread starts with its creator's mask
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     blocked.set()
-    other.join()
-    relayed = signal.SIGTERM in signal.sigpending()
+    other.join()  # lets go of the GIL, and takes it back: a mark would be seen here
+    relayed, before_it_arrives = signal.SIGTERM in signal.sigpending(), list(taken)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # the relayed copy arrives
     after_relay = list(taken)
     signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # CPython's C handler goes, and the relay with it
-    print(relayed, after_relay, taken, helpers.relay_sigterm())
+    print(relayed, before_it_arrives, after_relay, taken, helpers.relay_sigterm())
 """)
 
 
@@ -206,7 +208,45 @@ def test_the_relay_wakes_the_main_thread_once_and_leaves_with_cpythons_handler(t
     result = subprocess.run([sys.executable, "relay.py", tests_dir], cwd=tmp_path, env=environ, capture_output=True,
                             text=True, timeout=120)  # fmt: skip
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == "True ['MainThread'] ['MainThread', 'MainThread'] False\n"
+    assert result.stdout == "True [] ['MainThread'] ['MainThread', 'MainThread'] False\n"
+
+
+# A thread that is not Python's (as grpc core's) takes SIGTERM while the main thread runs bytecode and never lets
+# go of the GIL: CPython 3.10 and 3.11 see a mark made on another thread only when the main thread takes the GIL
+# again. The main thread marks the relayed copy itself, and so sees it at once.
+BUSY_MAIN_THREAD = textwrap.dedent("""
+    import ctypes, os
+    import grpc
+    libc = ctypes.CDLL(None)
+    before = set(os.listdir("/proc/self/task"))
+    assert libc.pthread_create(ctypes.byref(ctypes.c_ulong()), None, ctypes.cast(libc.pause, ctypes.c_void_p),
+                               None) == 0
+    while not set(os.listdir("/proc/self/task")) - before:
+        pass
+    print(*set(os.listdir("/proc/self/task")) - before, flush=True)  # the new thread's id
+    count = 0
+    while True:
+        count += 1
+""")
+TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine) if hasattr(os, "uname") else None
+
+
+@NEEDS_RELAY
+@pytest.mark.skipif(sys.platform != "linux" or TGKILL is None, reason="sends a signal to one thread with tgkill")
+@pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
+def test_sigterm_taken_by_a_c_thread_ends_a_busy_main_thread(tmp_path, launcher):
+    (tmp_path / "app.py").write_text(BUSY_MAIN_THREAD)
+    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
+    with subprocess.Popen([sys.executable, *launcher, "app.py"], cwd=tmp_path, env=environ, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:  # fmt: skip
+        try:
+            thread = int(process.stdout.readline())
+            assert ctypes.CDLL(None, use_errno=True).syscall(TGKILL, process.pid, thread, signal.SIGTERM) == 0
+            stderr = process.communicate(timeout=60)[1]
+        finally:
+            process.kill()
+    assert process.returncode == -signal.SIGTERM
+    assert [bool(block["ended"]) for block in REPORT_BLOCK.finditer(stderr)] == [True] * bool(launcher)
 
 
 # faulthandler chained in front of the report's handler and its relay, then SIGTERM taken by a thread other than

@@ -4,9 +4,9 @@
 CPython runs a signal's Python handler in the main thread only. Where the kernel hands SIGTERM to another thread
 (one of grpc's) while the main thread waits with no timeout, CPython marks the signal and the main thread waits
 on: the handler the report put where SIGTERM was at its default, which would have ended the process, never runs.
-The relay, a C signal handler in front of CPython's own, sends the signal on to the main thread, which wakes and
-runs the handler. CPython's handler marks the signal where the kernel delivered it, as without the relay; the
-copy the relay sends is not marked again, so that it is never taken for a second SIGTERM (which ends a process
+The relay, a C signal handler in front of CPython's own, sends the signal on to the main thread, and CPython's
+handler marks it there, when the main thread takes it: it wakes, and runs the handler. So the Python handler
+never runs before the copy has arrived, and a SIGTERM after it is always a second one (which ends a process
 while it reports: _report.py). Only async-signal-safe calls, and errno as it was found.
 """
 
@@ -23,7 +23,6 @@ cdef extern from "<signal.h>" nogil:
     int sigaction(int, const sigaction_t *, sigaction_t *)
     enum: SIGTERM, SA_SIGINFO
     handler_t SIG_DFL, SIG_IGN
-    ctypedef int sig_atomic_t
 
 cdef extern from "<pthread.h>" nogil:
     ctypedef unsigned long pthread_t  # opaque: only passed, and compared with pthread_equal
@@ -38,29 +37,20 @@ cdef sigaction_t _cpython_handler  # CPython's C handler for SIGTERM, which the 
 cdef kill_thread_t _kill_thread
 cdef pthread_t _main_thread
 cdef volatile pid_t _main_pid  # a fork child's getpid() differs: it only marks the signal until relay_here()
-cdef volatile sig_atomic_t _relayed  # the relay sent the main thread a SIGTERM it has not taken yet
 
 
 cdef void _relay(int signum) noexcept nogil:
-    global _relayed, errno
+    global errno
     cdef int saved_errno = errno
-    if getpid() != _main_pid:
-        _cpython_handler.sa_handler(signum)
-    elif not pthread_equal(pthread_self(), _main_thread):
-        _cpython_handler.sa_handler(signum)  # marks it, as without the relay; then wakes the main thread
-        _relayed = 1
-        if _kill_thread(_main_thread, signum) != 0:
-            _relayed = 0
-    elif _relayed:
-        _relayed = 0  # the signal the relay sent: marked already, not a second SIGTERM
-    else:
+    # Another thread of the process it was put in place for sends the signal on, unmarked; the main thread, a
+    # fork child before relay_here(), and a thread whose copy cannot be sent mark it, as CPython's handler does.
+    if getpid() != _main_pid or pthread_equal(pthread_self(), _main_thread) or _kill_thread(_main_thread, signum):
         _cpython_handler.sa_handler(signum)
     errno = saved_errno
 
 
 cdef void _to_this_thread() noexcept nogil:
-    global _main_thread, _main_pid, _relayed
-    _relayed = 0
+    global _main_thread, _main_pid
     _main_thread = pthread_self()
     _main_pid = getpid()  # last: until then, a fork child's relay only marks the signal
 
