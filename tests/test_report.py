@@ -288,8 +288,8 @@ WAITS = "import grpc, time\nprint('waiting', flush=True)\nwhile True:\n    time.
 
 
 def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_path):
-    # As SIGTERM at its default would have ended it at the first: a report that cannot be written (here its JSON
-    # line waits for a FIFO nobody reads) never keeps a process from ending.
+    # As SIGTERM at its default would have ended it at the first: a report that waits (here its JSON line, on a
+    # FIFO nobody reads) never keeps a second SIGTERM from ending the process.
     (tmp_path / "app.py").write_text(WAITS)
     fifo = tmp_path / "reports.fifo"
     os.mkfifo(fifo)
