@@ -6,6 +6,7 @@ results, which user code ran and how often, the state left) and what it raised (
 """
 
 import collections
+import gc
 import logging
 import unittest.mock
 import warnings
@@ -178,6 +179,18 @@ def steps(iterator, count):
         except Exception as exc:
             taken.append((type(exc).__name__, str(exc)))
     return taken
+
+
+@compiled
+def test_reading_a_metadata_makes_no_attribute_dict_for_its_ordered_dict():
+    """Whether its OrderedDict has attributes of its own is looked up, not made (the abi3 build made one: a review)."""
+
+    def scenario():
+        metadata = Metadata(("a", "1"))
+        reads = [len(metadata), list(metadata), metadata.get_all("a"), "a" in metadata, metadata["a"]]
+        return reads, [type(referent).__name__ for referent in gc.get_referents(metadata._metadata)]
+
+    assert_like_stock(scenario)
 
 
 @compiled

@@ -11,6 +11,7 @@
 #define fastcommon_new_ordered_dict(ordered_dict) PyObject_CallNoArgs(ordered_dict)
 #define fastcommon_ordered_set PyObject_SetItem
 #define fastcommon_list_size PyList_Size
+#define fastcommon_dict_size PyDict_Size
 #define fastcommon_list_item(list, i) Py_XNewRef(PyList_GetItem((list), (i))) /* checked: i < its size */
 #define fastcommon_pair(key, value) PyTuple_Pack(2, (key), (value))
 #define fastcommon_call_one(callable, arg) PyObject_CallFunctionObjArgs((callable), (arg), NULL)
@@ -23,6 +24,7 @@
 #define fastcommon_new_ordered_dict(ordered_dict) PyODict_New()
 #define fastcommon_ordered_set PyODict_SetItem /* what an OrderedDict's item assignment calls */
 #define fastcommon_list_size PyList_GET_SIZE
+#define fastcommon_dict_size PyDict_GET_SIZE
 #define fastcommon_list_item(list, i) Py_NewRef(PyList_GET_ITEM((list), (i)))
 #define fastcommon_call_one PyObject_CallOneArg
 #endif
@@ -54,20 +56,13 @@ fastcommon_list_of(PyObject *value)
     return values;
 }
 
-/* Whether an exact OrderedDict has no attribute of its own: none hides its items, values or get. */
+/* Whether an exact OrderedDict has no attribute of its own (none hides its items, values or get): the dict it keeps
+   them in, at the type's __dictoffset__ (`offset`), not made yet or empty. Read, not made, as __dict__ would be. */
 static inline int
-fastcommon_no_attributes(PyObject *ordered)
+fastcommon_no_attributes(PyObject *ordered, Py_ssize_t offset)
 {
-#if defined(Py_LIMITED_API)
-    PyObject *attributes = PyObject_GenericGetDict(ordered, NULL);
-    int none = attributes != NULL && PyDict_Size(attributes) == 0;
-    Py_XDECREF(attributes);
-    PyErr_Clear();
-    return none;
-#else
-    PyObject *attributes = *(PyObject **)((char *)ordered + Py_TYPE(ordered)->tp_dictoffset); /* none made */
-    return attributes == NULL || PyDict_GET_SIZE(attributes) == 0;
-#endif
+    PyObject *attributes = *(PyObject **)((char *)ordered + offset);
+    return attributes == NULL || fastcommon_dict_size(attributes) == 0;
 }
 
 #if !defined(Py_LIMITED_API) /* (key, value) */

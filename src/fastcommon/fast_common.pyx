@@ -24,6 +24,8 @@ cdef extern from "Python.h":
     void *PyType_GetSlot(PyTypeObject *, int)
     bint PyIter_Check(object)
     enum: Py_tp_iter, Py_tp_new
+    bint Py_EnterRecursiveCall(const char *) except True  # nonzero, not -1, on error (3.10, 3.11)
+    void Py_LeaveRecursiveCall()
 
 cdef extern from "compat.h":
     bint FASTCOMMON_LIMITED_API
@@ -31,7 +33,7 @@ cdef extern from "compat.h":
     Py_ssize_t fastcommon_bytes_size(object)
     object fastcommon_new_ordered_dict(object)
     int fastcommon_ordered_set(object, object, object) except -1
-    bint fastcommon_no_attributes(object)
+    bint fastcommon_no_attributes(object, Py_ssize_t)
     object fastcommon_list_of(object)
     Py_ssize_t fastcommon_list_size(PyObject *)
 
@@ -177,10 +179,19 @@ if FASTCOMMON_HAS_METADATUM:  # not in a Limited API (abi3) build: a tuple's lay
 cdef object _OrderedDict = collections.OrderedDict
 if type(fastcommon_new_ordered_dict(_OrderedDict)) is not _OrderedDict:
     raise ImportError("fastcommon.fast_common: collections.OrderedDict is not CPython's own")
+cdef Py_ssize_t _ATTRIBUTES_AT = _OrderedDict.__dictoffset__  # where an OrderedDict keeps its attributes' dict
+if _ATTRIBUTES_AT <= 0:
+    raise ImportError("fastcommon.fast_common: collections.OrderedDict keeps its attributes out of reach")
 cdef void *_TUPLE_ITER = PyType_GetSlot(<PyTypeObject *>tuple, Py_tp_iter)
 cdef newfunc _object_new = <newfunc>PyType_GetSlot(<PyTypeObject *>object, Py_tp_new)  # object.__new__
 cdef tuple _NO_ARGS = ()
 cdef object _MISSING = object()
+
+
+cdef inline bint _plain_ordered_dict(object mapping):
+    """An exact OrderedDict with no attribute of its own: its items, values and get are the type's."""
+    return type(mapping) is _OrderedDict and fastcommon_no_attributes(mapping, _ATTRIBUTES_AT)
+
 
 # Three steps of grpc's code done by CPython itself, for what may be of any type: `key, value = pair` (its errors
 # changed in 3.14), [value, *current[1:]] (the list's room, the errors of a current that is not a sequence), and
@@ -354,6 +365,29 @@ cdef class _Read:
         return held
 
 
+# Before 3.12, CPython counts a Python frame entered from C once, whatever C stack the C calls before it took; a level
+# of a Metadata nested as another's _metadata (fastcommon's method, grpc's frame, the nested one's slot) takes about
+# twice what a level of CPython's own slots takes, and so counts twice: a recursion limit whose C stack holds
+# CPython's levels holds fastcommon's. From 3.12 on, CPython counts C calls apart, and this one itself.
+cdef bint _COUNT_LEVELS = sys.version_info < (3, 12)
+
+
+cdef object _deeper(object function, object first, object key=_MISSING, object values=_MISSING):
+    """function(first[, key[, values]]), where a Metadata nested in another recurses: the level counted towards the
+    recursion limit. Called as grpc's frames call (vectorcall: no count of its own, no words of its own)."""
+    if _COUNT_LEVELS:
+        Py_EnterRecursiveCall("")
+    try:
+        if key is _MISSING:
+            return function(first)
+        if values is _MISSING:
+            return function(first, key)
+        return function(first, key, values)
+    finally:
+        if _COUNT_LEVELS:
+            Py_LeaveRecursiveCall()
+
+
 cdef object _read(object metadata):
     """A self for grpc's own method that reads self._metadata alone: its Python frame, as grpc's, counts towards
     the recursion limit where a Metadata is another's _metadata. Made without a call, which CPython would count."""
@@ -385,7 +419,7 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
         OrderedDict of exact str keys, given back for the iterator to walk; None when it is empty; else grpc's own
         generator over it."""
         ordered = metadata._metadata
-        if type(ordered) is _OrderedDict and fastcommon_no_attributes(ordered):
+        if _plain_ordered_dict(ordered):
             str_keys = _str_keys(ordered)
             if str_keys:
                 return ordered if str_keys > 0 else None
@@ -412,7 +446,7 @@ cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
         cdef PyObject *values
         fastcommon_count(counter)
         metadata = self._metadata
-        if type(metadata) is _OrderedDict and fastcommon_no_attributes(metadata):  # exact str keys, exact lists:
+        if _plain_ordered_dict(metadata):  # exact str keys, exact lists:
             with cython.critical_section(metadata):
                 while PyDict_Next(metadata, &position, &key, &values):
                     if not (_str_exact(key) and _list_exact(values)):
@@ -421,7 +455,7 @@ cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
                     total += fastcommon_list_size(values)
             if total >= 0:
                 return total  # nothing to hash, nothing to call
-        return own(_read(metadata))
+        return _deeper(own, _read(metadata))
 
     return __len__
 
@@ -431,7 +465,7 @@ cdef object _getitem(object self, object key, _Methods methods):
     cdef PyObject *found
     metadata = self._metadata
     if type(metadata) is not _OrderedDict:
-        return methods.own_getitem(_read(metadata), key)
+        return _deeper(methods.own_getitem, _read(metadata), key)
     try:
         if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
             raise KeyError(key)
@@ -474,8 +508,8 @@ cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
         cdef PyObject *found
         fastcommon_count(counter)
         metadata = self._metadata
-        if type(metadata) is not _OrderedDict or not fastcommon_no_attributes(metadata):
-            return own(_read(metadata), key)
+        if not _plain_ordered_dict(metadata):
+            return _deeper(own, _read(metadata), key)
         if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
             values = <object>found
             Py_DECREF(values)
@@ -490,10 +524,10 @@ cdef object _make_contains(object own, _Methods methods, Py_ssize_t counter):
     def __contains__(self, key):
         fastcommon_count(counter)
         if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
-            return own(self, key)
+            return _deeper(own, self, key)
         metadata = self._metadata
         if type(metadata) is not _OrderedDict:
-            return own(_read(metadata), key)
+            return _deeper(own, _read(metadata), key)
         return key in metadata
 
     return __contains__
@@ -517,7 +551,7 @@ cdef int _set_first_value(object self, object key, object value) except -1:
         values = _first_replaced(value, current_values)
     metadata = self._metadata
     if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
-        _assign(metadata, key, values)
+        _deeper(_assign, metadata, key, values)
         return 0
     with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
         metadata[key] = values
