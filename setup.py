@@ -123,7 +123,12 @@ def extensions():
 
 def options():
     if flag("FASTCOMMON_LIMITED_API") and not flag("FASTCOMMON_NO_EXTENSIONS"):
-        return {"bdist_wheel": {"py_limited_api": "cp{}{}".format(*LIMITED_API_VERSION)}}
+        # A build folder of its own: a per-version build's extensions left in build/lib.* would go into the abi3
+        # wheel beside its own, and win at import (pip builds in the checkout).
+        return {
+            "bdist_wheel": {"py_limited_api": "cp{}{}".format(*LIMITED_API_VERSION)},
+            "build": {"build_base": "build/abi3"},
+        }
     return {}
 
 
