@@ -41,12 +41,14 @@ def warnings_in(stderr):
 @pytest.fixture
 def package_copy(tmp_path):
     """A copy of the installed package that a test may break, with the compiled module's path."""
-    load_implementation("fast_common")
+    loaded = os.path.basename(load_implementation("fast_common").__file__)
     source = os.path.dirname(fastcommon.__file__)
     target = tmp_path / "fastcommon"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "_*.txt"))
-    [compiled] = [p for p in target.iterdir() if p.name.startswith("fast_common.") and p.suffix in (".so", ".pyd")]
-    return compiled
+    for built in target.glob("fast_common.*"):  # a checkout's editable installs build one per CPython, side by side
+        if built.suffix in (".so", ".pyd") and built.name != loaded:
+            built.unlink()
+    return target / loaded
 
 
 def test_compiled_module_is_chosen_when_it_imports():

@@ -29,6 +29,12 @@
 #define fastcommon_call_one PyObject_CallOneArg
 #endif
 
+#if defined(__GNUC__) /* a slow path kept out of the hot loop that calls it (gcc, clang) */
+#define FASTCOMMON_NOINLINE __attribute__((noinline))
+#else
+#define FASTCOMMON_NOINLINE
+#endif
+
 #if defined(Py_GIL_DISABLED) /* critical sections: without free threading they do nothing */
 #define FASTCOMMON_LOCK(op) Py_BEGIN_CRITICAL_SECTION(op)
 #define FASTCOMMON_UNLOCK() Py_END_CRITICAL_SECTION()

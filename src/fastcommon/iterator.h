@@ -17,6 +17,7 @@
 #include <Python.h>
 
 #include "compat.h"
+#include "stack.h"
 
 typedef struct {
     PyObject_HEAD
@@ -39,11 +40,14 @@ fastcommon_pair_of(fastcommon_iterator *self, PyObject *value)
     return fastcommon_pair(self->key, value);
 }
 
-static PyObject * /* PyIter_Next, where a Metadata among another's values recurses: in C, not in Python frames */
+static FASTCOMMON_NOINLINE PyObject * /* PyIter_Next, where a Metadata among another's values recurses: in C */
 fastcommon_next_of(PyObject *iterator)
 {
     PyObject *item = NULL;
-    if (Py_EnterRecursiveCall("") == 0) {
+    if (fastcommon_stack_is_low()) {
+        PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded");
+    }
+    else if (Py_EnterRecursiveCall("") == 0) {
         item = PyIter_Next(iterator);
         Py_LeaveRecursiveCall();
     }
