@@ -421,6 +421,10 @@ SELF_NESTED_ACTIONS = ("len", "list", "in", "[]", "get", "get_all", "set")
 )
 def test_a_metadata_as_its_own_metadata_never_overflows_the_c_stack_where_stock_grpc_does_not(limit, stack):
     environ = {**os.environ, "PYTHONPATH": SEARCH_PATH}
+    # Stock grpc may overflow the C stack here: under .ci/hardening's AddressSanitizer that report goes to the
+    # process's stderr, not to the leg's report files (a patched process that overflowed fails the assert below).
+    options = environ.get("ASAN_OPTIONS", "").split(":")
+    environ["ASAN_OPTIONS"] = ":".join(option for option in options if not option.startswith("log_path="))
     load_implementation("fast_common")
     compared = {}
     for action in SELF_NESTED_ACTIONS:
