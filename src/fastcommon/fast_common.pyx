@@ -24,6 +24,8 @@ cdef extern from "Python.h":
     void *PyType_GetSlot(PyTypeObject *, int)
     bint PyIter_Check(object)
     enum: Py_tp_iter, Py_tp_new
+    bint Py_EnterRecursiveCall(const char *) except True  # nonzero, not -1, on error (3.10, 3.11)
+    void Py_LeaveRecursiveCall()
 
 cdef extern from "compat.h":
     bint FASTCOMMON_LIMITED_API
@@ -50,9 +52,6 @@ cdef extern from "counters.h":
 cdef extern from "iterator.h":
     object fastcommon_iterator_type()
     object fastcommon_iterator_new(object, object, object)
-
-cdef extern from "stack.h":
-    bint fastcommon_stack_is_low()
 
 cdef extern from "metadatum.h":
     bint FASTCOMMON_HAS_METADATUM
@@ -366,16 +365,27 @@ cdef class _Read:
         return held
 
 
+# Before 3.12 CPython counts a Python frame entered from C once, whatever C stack the calls before it took; a level
+# of a Metadata nested as another's _metadata (fastcommon's method, grpc's frame, the nested one's slot) takes about
+# twice what a level of CPython's own slots takes, and so counts twice: about as much C stack a count as CPython's
+# own recursion takes. From 3.12 on, CPython counts C calls apart, this one among them.
+cdef bint _COUNT_LEVELS = sys.version_info < (3, 12)
+
+
 cdef object _deeper(object function, object first, object key=_MISSING, object values=_MISSING):
-    """function(first[, key[, values]]), where a Metadata nested in another recurses through C: RecursionError where
-    the C stack is nearly used up (stack.h). Called as grpc's frames call (vectorcall: no words of its own)."""
-    if fastcommon_stack_is_low():
-        raise RecursionError("maximum recursion depth exceeded")
-    if key is _MISSING:
-        return function(first)
-    if values is _MISSING:
-        return function(first, key)
-    return function(first, key, values)
+    """function(first[, key[, values]]), where a Metadata nested in another recurses: the level counted towards the
+    recursion limit. Called as grpc's frames call (vectorcall: no count of its own, no words of its own)."""
+    if _COUNT_LEVELS:
+        Py_EnterRecursiveCall("")
+    try:
+        if key is _MISSING:
+            return function(first)
+        if values is _MISSING:
+            return function(first, key)
+        return function(first, key, values)
+    finally:
+        if _COUNT_LEVELS:
+            Py_LeaveRecursiveCall()
 
 
 cdef object _read(object metadata):

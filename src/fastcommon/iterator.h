@@ -17,7 +17,6 @@
 #include <Python.h>
 
 #include "compat.h"
-#include "stack.h"
 
 typedef struct {
     PyObject_HEAD
@@ -44,10 +43,7 @@ static FASTCOMMON_NOINLINE PyObject * /* PyIter_Next, where a Metadata among ano
 fastcommon_next_of(PyObject *iterator)
 {
     PyObject *item = NULL;
-    if (fastcommon_stack_is_low()) {
-        PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded");
-    }
-    else if (Py_EnterRecursiveCall("") == 0) {
+    if (Py_EnterRecursiveCall("") == 0) {
         item = PyIter_Next(iterator);
         Py_LeaveRecursiveCall();
     }
