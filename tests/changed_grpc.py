@@ -1,9 +1,21 @@
 """grpc._common functions as a grpcio that changed them would have them: what the patch gate must catch."""
 
+import logging
+
 from conftest import GRPC_ORACLE
-from grpc import _common
 
 SLICE_SIZE = 16 * 1024
+_LOGGER = logging.getLogger("grpc._common")  # as grpc._common has them: its logger, and _transform beside
+
+
+def _transform(message, transformer, exception_message):
+    if transformer is None:
+        return message
+    try:
+        return transformer(message)
+    except Exception:
+        _LOGGER.exception(exception_message)
+        return None
 
 
 def zero_copy_deserialize(serialized_message, deserializer):
@@ -12,7 +24,7 @@ def zero_copy_deserialize(serialized_message, deserializer):
         serialized_message = serialized_message.tobytes()
     elif isinstance(serialized_message, list):
         serialized_message = b"".join(serialized_message)
-    return _common._transform(serialized_message, deserializer, "Exception deserializing message!")
+    return _transform(serialized_message, deserializer, "Exception deserializing message!")
 
 
 def delivered_in_slices(deserialize):

@@ -54,9 +54,10 @@ from fastcommon._gate import metadata_probes as probes  # noqa: E402,F401  (the 
 from fastcommon._gate.fingerprints import fingerprint  # noqa: E402
 
 NAMES = _registry.NAMES  # every name patch() may replace, in the registry's order
+HOMES = _registry.HOMES
 TESTED_GRPCIO = _registry.TESTED_GRPCIO
 USER_AGENT = _registry.USER_AGENT
-ProbeRecords = _functions.ProbeRecords  # takes the probing thread's records of grpc._common out of the log
+Recorder = _functions.Recorder  # what the gate's probes log on, in place of grpc._common's _LOGGER
 probe_values = _functions.probe_values
 Report, report_text = _report.Report, _report.text
 # The compiled relay of --report's SIGTERM handler: built on POSIX wherever fast_common is (a build without it is
@@ -127,6 +128,24 @@ def forget_patch():
     _patching._installed.clear()
 
 
+@contextlib.contextmanager
+def probing(recorder):
+    """fastcommon's functions log on ``recorder`` in this thread, as while the gate probes them."""
+    from fastcommon import common
+
+    common.PROBING.recorder = recorder
+    try:
+        yield
+    finally:
+        del common.PROBING.recorder
+
+
+def forget_judgements():
+    """Forget what the gate remembers (fingerprints read, Metadata probed), so that it judges anew."""
+    _gate.fingerprints.source.cache_clear()
+    _gate.metadata._probed.cache_clear()
+
+
 def trust(monkeypatch, name, function):
     """Let ``function`` pass the fingerprint gate for ``name``, so that the probes alone decide about it."""
     monkeypatch.setitem(_registry.BY_NAME[name].fingerprints, fingerprint(function), ("this test",))
@@ -134,8 +153,7 @@ def trust(monkeypatch, name, function):
 
 def first_difference(name, grpcs, ours):
     """The gate's probes of a grpc._common function: the first on which ``grpcs`` and ``ours`` differ, or None."""
-    arity = len(_registry.BY_NAME[name].calibration(None, None))
-    return _functions.difference(name, arity, grpcs, ours)
+    return _functions.difference(name, _registry.BY_NAME[name].arguments, grpcs, ours)
 
 
 def metadata_differences(names, owns):

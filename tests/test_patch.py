@@ -153,21 +153,122 @@ def test_probing_leaves_no_records_on_a_logger_bound_to_grpc_common(monkeypatch,
     assert records == []
 
 
-def test_probe_filter_keeps_other_threads_records():
-    # A real serializer failure in another thread while patch() probes must still be logged.
-    logger = logging.getLogger("grpc._common")
-    probe_records = helpers.ProbeRecords()
-    logger.addFilter(probe_records)
-    try:
-        with captured_grpc_records() as records:
-            thread = threading.Thread(target=GRPC_ORACLE["serialize"], args=(b"x", lambda message: 1 / 0))
-            thread.start()
-            thread.join(timeout=30)
-            GRPC_ORACLE["serialize"](b"x", lambda message: 1 / 0)  # this thread's: taken by the probe filter
-    finally:
-        logger.removeFilter(probe_records)
+def test_only_the_probing_thread_logs_on_the_gates_recorder():
+    """While the gate probes, fastcommon's functions log on its recorder in its thread alone: a real failure in
+    another thread still reaches grpc._common's logger."""
+    recorder = helpers.Recorder()
+    with captured_grpc_records() as records, helpers.probing(recorder):
+        thread = threading.Thread(target=fastcommon.serialize, args=(b"x", lambda message: 1 / 0))
+        thread.start()
+        thread.join(timeout=30)
+        fastcommon.serialize(b"x", lambda message: 1 / 0)  # this thread's: the recorder's
     assert [message for _, _, message, _, _ in records] == ["Exception serializing message!"]
-    assert [message for _, message, _, _ in probe_records.records] == ["Exception serializing message!"]
+    assert recorder.records == [
+        (logging.ERROR, "Exception serializing message!", ZeroDivisionError, "division by zero")
+    ]
+
+
+class Spy(logging.Filter, logging.Handler):
+    """A user's filter and handler on grpc's loggers, which counts every record that reaches it."""
+
+    def __init__(self):
+        logging.Handler.__init__(self)
+        self.seen = 0
+
+    def filter(self, record):
+        self.seen += 1
+        return True
+
+    def emit(self, record):
+        self.seen += 1
+
+
+def observable():
+    """Everything of grpc's that a user or grpc could see change: its modules' globals, its classes' attributes,
+    subclasses and abc caches (and those of the ABCs its code asks), its loggers, linecache, the loaded modules."""
+    import abc
+    import collections.abc
+    import linecache
+
+    from grpc.aio import Metadata
+    from grpc.aio._channel import _BaseMultiCallable
+
+    classes = [Metadata, *Metadata.__mro__[1:-1], _BaseMultiCallable, GRPC_METADATUM, collections.abc.Sequence]
+    seen = {f"module {name}": dict(vars(sys.modules[name])) for name in (*helpers.HOMES, "grpc")}
+    for cls in classes:
+        seen[f"class {cls.__qualname__}"] = dict(vars(cls))
+        seen[f"subclasses of {cls.__qualname__}"] = cls.__subclasses__()
+        if isinstance(cls, abc.ABCMeta):
+            seen[f"abc of {cls.__qualname__}"] = [{ref() for ref in refs} for refs in abc._get_dump(cls)[:3]]
+    for name in ("grpc._common", "grpc", ""):
+        logger = logging.getLogger(name)
+        seen[f"logger {name!r}"] = [list(logger.filters), list(logger.handlers), dict(logger._cache)]
+    seen["linecache"], seen["modules"] = set(linecache.cache), set(sys.modules)
+    return seen
+
+
+def changes(before, after):
+    """What differs, by the name of each part and key: an object replaced by another counts (`is`, not ==)."""
+    found = []
+    for part, was in before.items():
+        now = after[part]
+        if isinstance(was, dict):
+            found += [f"{part}: {key}" for key in was.keys() | now.keys() if was.get(key, now) is not now.get(key, was)]
+        elif was != now:
+            found.append(part)
+    return sorted(found)
+
+
+def test_patch_changes_only_the_names_it_replaces_and_unpatch_puts_back_exactly_what_was_there():
+    """Judging grpc's objects leaves no trace: no record for a user's filter or handler, no subclass or abc cache
+    entry on grpc's classes, no global; patch() changes the names it replaces, and unpatch() puts them back."""
+    import gc
+
+    spy = Spy()
+    for name in ("grpc._common", ""):
+        logging.getLogger(name).addFilter(spy), logging.getLogger(name).addHandler(spy)
+    gc.collect()  # what earlier tests left; none from here on, so that a probe's leftovers would show
+    gc.disable()
+    try:
+        helpers.forget_judgements()  # the gate judges anew, as in a fresh process
+        before = observable()
+        helpers.verdicts()  # python -m fastcommon, check: judging alone
+        assert changes(before, observable()) == []
+        replaced = fastcommon.patch()
+        where = {name: helpers.home(name) if "." not in name else None for name in replaced}
+        expected = sorted(
+            f"module {home}: {name}" if home else f"class {name.split('.')[0]}: {name.split('.')[1]}"
+            for name, home in where.items()
+        )
+        assert changes(before, observable()) == expected
+        fastcommon.unpatch()
+        assert changes(before, observable()) == []
+    finally:
+        gc.enable()
+        for name in ("grpc._common", ""):
+            logging.getLogger(name).removeFilter(spy), logging.getLogger(name).removeHandler(spy)
+    assert spy.seen == 0
+
+
+def test_a_subclasshook_set_after_patch_is_asked_as_on_stock_grpc():
+    """The gate's probes leave no answer in the abc caches of grpc's Metadata: a __subclasshook__ set after patch()
+    is asked about the types the probes passed, and _init_metadata answers as with stock grpc."""
+    from grpc.aio import Metadata
+    from grpc.aio._channel import _BaseMultiCallable
+
+    def answers():
+        Metadata.__subclasshook__ = classmethod(lambda cls, other: True if other in (str, list) else NotImplemented)
+        try:
+            return [isinstance("ab", Metadata), isinstance([], Metadata), _BaseMultiCallable._init_metadata("ab")]
+        finally:
+            del Metadata.__subclasshook__
+            Metadata._abc_caches_clear()
+
+    Metadata._abc_caches_clear()
+    stock = answers()
+    helpers.forget_judgements()  # probed anew, as in a fresh process
+    with fastcommon.patched():
+        assert answers() == stock == [True, True, "ab"]
 
 
 def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):

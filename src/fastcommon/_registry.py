@@ -39,6 +39,7 @@ class Replaceable:
     kind: str
     fingerprints: dict[str, tuple[str, ...]]  # none for the class: it is judged by its shape
     calibration: Calibration
+    arguments: int = 0  # a function's: how many grpc passes (a conversion one, a wrapper two)
     counter: int = -1  # its position in REPLACEABLES
 
     @property
@@ -53,13 +54,13 @@ def _key(cls: Any, metadata: Any) -> tuple[Any, ...]:
 
 _TABLE = (
     Replaceable("encode", "grpc._common", FUNCTION, {"710f6335": _OLDER, "17a1c983": _NEWER},
-                lambda cls, m: (METHOD_NAME,)),
+                lambda cls, m: (METHOD_NAME,), arguments=1),
     Replaceable("decode", "grpc._common", FUNCTION, {"db853f30": _OLDER + _NEWER},
-                lambda cls, m: (METHOD_NAME.encode(),)),
+                lambda cls, m: (METHOD_NAME.encode(),), arguments=1),
     Replaceable("serialize", "grpc._common", FUNCTION, {"0ebf1e2d": _OLDER, "aaa13f13": _NEWER},
-                lambda cls, m: (b"message", bytes)),
+                lambda cls, m: (b"message", bytes), arguments=2),
     Replaceable("deserialize", "grpc._common", FUNCTION, {"581b882d": _OLDER, "75deb5cd": _NEWER},
-                lambda cls, m: (b"message", bytes)),
+                lambda cls, m: (b"message", bytes), arguments=2),
     Replaceable("_Metadatum", "grpc._cython.cygrpc", CLASS, {}, lambda cls, m: USER_AGENT),
     Replaceable("Metadata.__init__", "grpc.aio._metadata", METHOD, {"0c3ca982": _OLDER, "c0b7a426": _NEWER},
                 lambda cls, m: (m,)),

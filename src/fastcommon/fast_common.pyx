@@ -9,9 +9,10 @@ counter in front (counters.h), no Python frame.
 """
 
 import collections
-import logging
 import sys
 from abc import get_cache_token
+
+from fastcommon.common import logger as _logger
 
 cimport cython
 from cpython.bytes cimport PyBytes_CheckExact
@@ -60,8 +61,6 @@ cdef extern from "metadatum.h":
 LIMITED_API = FASTCOMMON_LIMITED_API  # built for the Limited API: the abi3 wheel, for CPythons newer than fastcommon
 MAX_COUNTERS = FASTCOMMON_MAX_COUNTERS
 
-cdef object _LOGGER = logging.getLogger("grpc._common")
-cdef object _modules = sys.modules
 
 
 # grpc asks isinstance(x, bytes), which honours a __class__ that says bytes (unittest.mock's spec=bytes): an exact
@@ -84,19 +83,13 @@ cdef inline object _decode(object b):
     return b.decode("utf-8", "replace")  # bytes subclasses and what says it is bytes: their own decode
 
 
-cdef object _logger():
-    """The logger grpc._common's _transform logs on: its _LOGGER at the time of the call, once grpc is imported."""
-    grpc_common = _modules.get("grpc._common")
-    return _LOGGER if grpc_common is None else grpc_common._LOGGER
-
-
 cdef inline object _transform(object message, object transformer, str exception_message):
     if transformer is None:
         return message
     try:
         return transformer(message)
     except Exception:
-        _logger().exception(exception_message)
+        _logger().exception(exception_message)  # common.logger(): grpc._common's _LOGGER at the call
         return None
 
 

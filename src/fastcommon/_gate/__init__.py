@@ -45,15 +45,15 @@ def _judge(replaceable: Replaceable, own: Any, found: _grpc.Modules) -> Verdict:
     if own is None:
         return Verdict(name, f"grpcio {_grpc.version()} has no {name} of its own", offered=False)
     if replaceable.kind == CLASS:
-        why = metadatum.class_difference(own) or metadatum.difference(own, _implementation.metadatum_builder(own))
+        why = metadatum.class_difference(own) or metadatum.difference(own, _implementation.metadatum_builder)
         return Verdict(name, why)
     if replaceable.kind != FUNCTION and (why := _metadata_class_difference(found)):
         return Verdict(name, why)
     if fingerprint_of(own) not in replaceable.fingerprints:
         return Verdict(name, UNKNOWN_CODE)
     if replaceable.kind == FUNCTION:
-        arity = len(replaceable.calibration(None, None))  # a conversion takes one argument, a wrapper two
-        return Verdict(name, functions.difference(name, arity, own, getattr(_implementation.chosen, name)))
+        ours = getattr(_implementation.chosen, name)
+        return Verdict(name, functions.difference(name, replaceable.arguments, own, ours))
     return Verdict(name)  # a Metadata method: probed with the others, in assess()
 
 

@@ -4,24 +4,35 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
 import linecache
 import sys
 import textwrap
+import tokenize
 import types
 import zlib
 from typing import Any
 
 
+def _lines(filename: str) -> list[str]:
+    """A file's lines, as linecache has them, else read from disk: read, never added to linecache's cache."""
+    cached = linecache.cache.get(filename)
+    if cached is not None and len(cached) == 4:  # (size, mtime, lines, fullname); a 1-tuple is a lazy entry
+        return list(cached[2])
+    try:
+        with tokenize.open(filename) as file:
+            return file.readlines()
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+
+
 @functools.lru_cache(maxsize=64)
 def source(function: Any) -> str | None:
     """A function's source text, as inspect.getsource gives it (decorators included); None when there is none."""
-    # inspect.getsource tokenizes in Python (0.1 ms a function before CPython 3.12). Parsing the function's
-    # own lines (up to the next definition at its indentation, or less), dedented, gives the same text at a
-    # third of the cost; anything that does not parse that way falls back to inspect.
+    # Parsing the function's own lines (up to the next definition at its indentation, or less), dedented, gives
+    # inspect.getsource's text at a third of its cost before CPython 3.12, and fills none of its caches.
     try:
         code = function.__code__
-        lines = linecache.getlines(code.co_filename)
+        lines = _lines(code.co_filename)
         first = code.co_firstlineno - 1  # its first decorator, if it has any
         indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
         header = next(i for i in range(first, len(lines)) if lines[i].lstrip().startswith(("def ", "async def ")))
@@ -34,10 +45,7 @@ def source(function: Any) -> str | None:
             return "".join(lines[first : first + node.end_lineno])
     except (AttributeError, SyntaxError, ValueError, IndexError, StopIteration):
         pass
-    try:
-        return inspect.getsource(function)
-    except (OSError, TypeError):  # not a Python function, or no source on disk
-        return None
+    return None  # not a Python function, or no source to read
 
 
 def _ends_block(line: str, indent: str) -> bool:
@@ -61,7 +69,7 @@ def fingerprint(function: Any) -> str | None:
             continue
         found.append(text)
         for name in current.__code__.co_names:
-            helper = getattr(module, name, None)
+            helper = vars(module).get(name) if module is not None else None
             if isinstance(helper, types.FunctionType) and helper.__module__ == current.__module__:
                 pending.append(helper)
     return f"{zlib.crc32(chr(0).join(found).encode()):08x}"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
+from .. import common
+
 
 class _ProbeError(Exception):
-    """Raised by the probes' (de)serializer; the records it causes are kept out of the user's logs."""
+    """Raised by the probes' (de)serializer."""
 
 
 class _ProbeStr(str):
@@ -85,21 +89,44 @@ class _Transformer:
         return "a (de)serializer that raises" if self.raises else "a (de)serializer that returns its input"
 
 
-class ProbeRecords(logging.Filter):
-    """Takes the probing thread's records on grpc._common's logger out of the logs, for comparison."""
+class Recorder:
+    """Stands in for grpc._common's _LOGGER while the gate probes: keeps each record as (level, message, exception
+    type, exception text), and logs nothing anywhere."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.thread = threading.get_ident()
         self.records: list[tuple[Any, ...]] = []
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        # A filter runs in the thread that logs (record.thread is None under logging.logThreads = False).
-        if threading.get_ident() != self.thread:
-            return True
-        exc = record.exc_info[1] if record.exc_info else None
-        self.records.append((record.levelno, record.getMessage(), type(exc), str(exc)))
-        return False
+    def log(self, level: int, msg: object, *args: Any, exc_info: Any = None, **_: Any) -> None:
+        exc = sys.exc_info()[1] if exc_info is True else exc_info[1] if isinstance(exc_info, tuple) else exc_info
+        self.records.append((level, str(msg) % args if args else str(msg), type(exc), str(exc)))
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kwargs: Any) -> None:
+        self.log(logging.ERROR, msg, *args, exc_info=exc_info, **kwargs)
+
+    debug = functools.partialmethod(log, logging.DEBUG)
+    info = functools.partialmethod(log, logging.INFO)
+    warning = functools.partialmethod(log, logging.WARNING)
+    error = functools.partialmethod(log, logging.ERROR)
+    critical = functools.partialmethod(log, logging.CRITICAL)
+
+
+def copied(function: Any, **names: Any) -> Any:
+    """grpc's ``function`` on a copy of its module's namespace with ``names`` in place (its module's functions copied
+    alike): grpc's own code, seeing the gate's objects under those names and changing nothing of grpc's."""
+    if not isinstance(function, types.FunctionType):
+        return function
+    namespace = dict(function.__globals__, **names)
+
+    def copy(original: types.FunctionType) -> types.FunctionType:
+        made = types.FunctionType(original.__code__, namespace, original.__name__, original.__defaults__,
+                                  original.__closure__)  # fmt: skip
+        made.__kwdefaults__ = original.__kwdefaults__
+        return made
+
+    for name, value in list(namespace.items()):
+        if isinstance(value, types.FunctionType) and value.__module__ == function.__module__:
+            namespace[name] = copy(value)
+    return copy(function)
 
 
 def _probe_calls(arity: int) -> list[tuple[Any, _Transformer | None]]:
@@ -116,12 +143,12 @@ def _probe_calls(arity: int) -> list[tuple[Any, _Transformer | None]]:
     return calls
 
 
-def _outcomes(arity: int, function: Callable[..., Any], records: ProbeRecords) -> list[tuple[Any, ...]]:
+def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> list[tuple[Any, ...]]:
     """Everything observable about ``function`` on each probe."""
     outcomes = []
     for value, transformer in _probe_calls(arity):
         args = (value,) if arity == 1 else (value, transformer)
-        del records.records[:]
+        del recorder.records[:]
         try:
             result = function(*args)
         except Exception as exc:
@@ -129,27 +156,20 @@ def _outcomes(arity: int, function: Callable[..., Any], records: ProbeRecords) -
         else:
             observed = ("returned", _observable(result), result is value)
         handed = transformer.handed if transformer is not None else None
-        outcomes.append((observed, list(records.records), handed))
+        outcomes.append((observed, list(recorder.records), handed))
     return outcomes
 
 
-def _logger_of(grpcs: Callable[..., Any]) -> logging.Logger:
-    """The logger grpc's function logs on, where the probes' records are taken: its module's _LOGGER (a user may
-    have bound their own there, or an adapter of one), else grpc._common's by name."""
-    found = getattr(grpcs, "__globals__", {}).get("_LOGGER")
-    found = getattr(found, "logger", found)  # a logging.LoggerAdapter logs on its .logger
-    return found if isinstance(found, logging.Logger) else logging.getLogger("grpc._common")
-
-
 def difference(name: str, arity: int, grpcs: Callable[..., Any], ours: Callable[..., Any]) -> str | None:
-    """The first probe on which grpc's function ``name`` and ours differ, described; None if they never do."""
-    logger = _logger_of(grpcs)
-    records = ProbeRecords()
-    logger.addFilter(records)
+    """The first probe on which grpc's function ``name`` and ours differ, described; None if they never do. Both log
+    on a Recorder: grpc's copied onto it, fastcommon's through common.PROBING in this thread."""
+    recorder = Recorder()
+    theirs = _outcomes(arity, copied(grpcs, _LOGGER=recorder), recorder)
+    common.PROBING.recorder = recorder
     try:
-        theirs, mine = _outcomes(arity, grpcs, records), _outcomes(arity, ours, records)
+        mine = _outcomes(arity, ours, recorder)
     finally:
-        logger.removeFilter(records)
+        del common.PROBING.recorder
     if theirs == mine:
         return None
     index = next(i for i, (their, my) in enumerate(zip(theirs, mine, strict=False)) if their != my)

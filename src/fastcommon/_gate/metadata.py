@@ -1,9 +1,12 @@
 """The gate's judgement of grpc.aio's Metadata: its class's shape, then probes of its methods, run together.
 
 fastcommon's methods are made for one class and call each other as that class holds them, so they are
-probed together, as they run: each scenario of metadata_probes runs on a subclass of grpc's Metadata that
-holds grpc's own methods, and on one that holds fastcommon's in their place. Where together they differ, each
-is left out in turn, so that the verdict names the one whose leaving out makes the difference go.
+probed together, as they run: each scenario of metadata_probes runs on a class of the gate's own, made from
+grpc's Metadata's namespace (and its bases') with grpc's own methods, and on another with fastcommon's in their
+place. Neither is in grpc's hierarchy: subclassing them and asking isinstance() of them leave grpc's class, its
+subclasses and abc's caches as they were; _init_metadata runs as a copy of grpc's that names the gate's class as
+Metadata. Where together they differ, each is left out in turn, so that the verdict names the one whose leaving
+out makes the difference go.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import metadata_probes as probes
+from .functions import copied
 
 # What makes fastcommon's methods: (grpc's own by name, the class they are made for) -> fastcommon's by name.
 Make = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -77,19 +81,40 @@ def _probed(
     return tuple((name, f"{together}, with fastcommon's other Metadata methods") for name in names)
 
 
+_NOT_COPIED = ("__dict__", "__weakref__", "__slots__", "_abc_impl", "__abstractmethods__")
+
+
+def detached(cls: Any, methods: dict[str, Any]) -> Any:
+    """A plain class of the gate's own holding what ``cls`` and its bases hold, ``methods`` (by attribute) in place."""
+    namespace: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        namespace.update((key, value) for key, value in vars(klass).items() if key not in _NOT_COPIED)
+    return type(cls.__name__, (), namespace | methods)
+
+
+class _Sequences(type):
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, (tuple, list, str, bytes, bytearray, range, memoryview, collections.deque))
+
+
+class Sequence(metaclass=_Sequences):
+    """collections.abc.Sequence to _init_metadata's copy: the same answer for every argument the probes pass (a test
+    compares), without filling abc's caches."""
+
+
 def _outcomes(
     owns: dict[str, Any], replaced: list[str], cls: Any, make: Make, init_metadata: str | None
 ) -> list[tuple[str, Any]]:
     """Each probe's outcome with grpc's own methods, fastcommon's for those ``replaced``."""
     methods = {name: own for name, own in owns.items() if name != init_metadata}
-    probe = type(cls.__name__, (cls,), {name.rpartition(".")[2]: own for name, own in methods.items()})
+    probe = detached(cls, {name.rpartition(".")[2]: own for name, own in methods.items()})
     ours = {name: methods[name] for name in replaced if name in methods}
     for name, made in make(ours, probe).items():
         setattr(probe, name.rpartition(".")[2], made)
     outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.SCENARIOS]
     if init_metadata is not None:
-        own = owns[init_metadata]
-        function = make({init_metadata: own}, cls)[init_metadata] if init_metadata in replaced else own
-        scenarios = probes.init_metadata_scenarios(cls)
+        own = staticmethod(copied(owns[init_metadata].__func__, Metadata=probe, Sequence=Sequence))
+        function = make({init_metadata: own}, probe)[init_metadata] if init_metadata in replaced else own
+        scenarios = probes.init_metadata_scenarios(probe)
         outcomes += [(label, probes.outcome(scenario, function.__func__)) for label, scenario in scenarios]
     return outcomes
