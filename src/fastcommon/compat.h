@@ -29,6 +29,35 @@
 #define fastcommon_call_one PyObject_CallOneArg
 #endif
 
+/* The exception being raised, taken as one object (NULL if none), and raised again. */
+#if PY_VERSION_HEX >= 0x030C0000 && (!defined(Py_LIMITED_API) || Py_LIMITED_API >= 0x030C0000)
+#define fastcommon_take_error PyErr_GetRaisedException
+#define fastcommon_give_error PyErr_SetRaisedException
+#else
+static inline PyObject *
+fastcommon_take_error(void)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (type == NULL) {
+        return NULL;
+    }
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    Py_DECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+}
+
+static inline void
+fastcommon_give_error(PyObject *error)
+{
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(error)), error, PyException_GetTraceback(error));
+}
+#endif
+
 #if defined(__GNUC__) /* a slow path kept out of the hot loop that calls it (gcc, clang) */
 #define FASTCOMMON_NOINLINE __attribute__((noinline))
 #else

@@ -9,6 +9,7 @@ counter in front (counters.h), no Python frame.
 """
 
 import collections
+import functools
 import sys
 from abc import get_cache_token
 
@@ -626,7 +627,9 @@ def metadata_methods(owns, cls, /, *, counters=None):
         attribute = name.rpartition(".")[2]
         function = functions[attribute]
         replacement = MAKERS[attribute](function, methods, counters[attribute])
-        replacement.__doc__ = function.__doc__
-        replacement.__wrapped__ = function  # inspect.signature shows grpc's own, annotations and all
+        # grpc's names, doc and annotations, and __wrapped__ (inspect.signature, typing.get_type_hints and pickle by
+        # reference answer as for grpc's own)
+        functools.update_wrapper(replacement, function)
+        replacement.__annotations__ = function.__annotations__
         made[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
     return made

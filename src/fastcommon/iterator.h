@@ -5,8 +5,9 @@
  *             yield (key, value)
  *
  * As that generator does, it reads self._metadata when it is first asked for an item, takes each list as it is at
- * each step, lets the OrderedDict's own iterator see changes, lets go of everything once it ends, and refuses to be
- * advanced from within itself. `start` (fast_common.pyx) reads self._metadata and hands back an exact OrderedDict
+ * each step, lets the OrderedDict's own iterator see changes, lets go of everything once it ends, refuses to be
+ * advanced from within itself, turns a StopIteration raised by code it runs into RuntimeError (PEP 479), and can
+ * be weakly referenced. `start` (fast_common.pyx) reads self._metadata and hands back an exact OrderedDict
  * of exact str keys, walked here (finding a key's values runs no Python code), or else grpc's own generator.
  *
  * C because it is an aio call's hottest step: on CPython 3.11 a Cython class cost about 190 instructions more per
@@ -15,6 +16,7 @@
 #define FASTCOMMON_ITERATOR_H
 
 #include <Python.h>
+#include <structmember.h>
 
 #include "compat.h"
 
@@ -25,6 +27,7 @@ typedef struct {
     PyObject *rest;             /* grpc's generator where it is not walked here; an iterator over values not a list */
     PyObject *key, *values, *value; /* the key at hand, its values, and the value last given (the generator's locals) */
     Py_ssize_t index, position; /* the next value's index in a list; where the dict's entries are walked */
+    PyObject *weakrefs;
     char started, running, finished;
 } fastcommon_iterator;
 
@@ -135,6 +138,18 @@ fastcommon_iterator_clear(PyObject *op)
     return 0;
 }
 
+/* A StopIteration that code run by the iterator raised, as RuntimeError from it: what a generator does (PEP 479). */
+static FASTCOMMON_NOINLINE void
+fastcommon_stop_iteration_raised(void)
+{
+    PyObject *stop = fastcommon_take_error(), *error;
+    PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
+    error = fastcommon_take_error();
+    PyException_SetCause(error, Py_NewRef(stop)); /* steals; sets __suppress_context__ */
+    PyException_SetContext(error, stop);          /* steals */
+    fastcommon_give_error(error);
+}
+
 static PyObject *
 fastcommon_iterator_next(PyObject *op)
 {
@@ -149,6 +164,9 @@ fastcommon_iterator_next(PyObject *op)
         item = fastcommon_iterator_step(self);
         self->running = 0;
         if (item == NULL) {
+            if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+                fastcommon_stop_iteration_raised();
+            }
             (void)fastcommon_iterator_clear(op); /* ended for good, as a generator ends */
         }
     }
@@ -171,10 +189,18 @@ fastcommon_iterator_dealloc(PyObject *op)
 {
     PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
+    if (((fastcommon_iterator *)op)->weakrefs != NULL) {
+        PyObject_ClearWeakRefs(op);
+    }
     (void)fastcommon_iterator_clear(op);
     PyObject_GC_Del(op);
     Py_DECREF(type);
 }
+
+static PyMemberDef fastcommon_iterator_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(fastcommon_iterator, weakrefs), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
 
 static PyType_Slot fastcommon_iterator_slots[] = {
     {Py_tp_doc, (void *)"(key, value) for every value under every key: grpc's Metadata.__iter__, in C."},
@@ -183,6 +209,7 @@ static PyType_Slot fastcommon_iterator_slots[] = {
     {Py_tp_traverse, (void *)fastcommon_iterator_traverse},
     {Py_tp_clear, (void *)fastcommon_iterator_clear},
     {Py_tp_dealloc, (void *)fastcommon_iterator_dealloc},
+    {Py_tp_members, (void *)fastcommon_iterator_members},
     {0, NULL},
 };
 

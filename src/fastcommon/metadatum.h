@@ -1,7 +1,7 @@
 /* MetadatumConstructor: what fastcommon puts in place of cygrpc._Metadatum, the namedtuple grpc's core calls for
  * every metadata entry it receives. C because it fills a tuple subclass in place: what namedtuple's __new__ does,
  * without its Python frame and two temporary tuples. Any other call, and everything but a call (attributes,
- * isinstance(), issubclass(), a class statement), is the class's own. It holds the one class it checked when it
+ * isinstance(), issubclass(), a class statement, ==, hash, [], |, weak references), is the class's own. It holds the one class it checked when it
  * was made, for good. Not in a Limited API (abi3) build: a tuple's layout is not part of the Limited API.
  */
 #ifndef FASTCOMMON_METADATUM_H
@@ -41,6 +41,7 @@ typedef struct {
     vectorcallfunc vectorcall; /* what grpc calls */
     PyObject *cls;             /* a tuple subclass with exactly a tuple's layout; never NULL, never replaced */
     Py_ssize_t counter;        /* where it counts its calls for `run --report`, or -1 */
+    PyObject *weakrefs;
 } fastcommon_constructor;
 
 static destructor fastcommon_python_class_dealloc; /* subtype_dealloc: a class statement's classes' */
@@ -155,6 +156,9 @@ fastcommon_constructor_dealloc(PyObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (((fastcommon_constructor *)self)->weakrefs != NULL) {
+        PyObject_ClearWeakRefs(self);
+    }
     Py_DECREF(((fastcommon_constructor *)self)->cls);
     type->tp_free(self);
     Py_DECREF(type);
@@ -180,6 +184,33 @@ static PyObject *
 fastcommon_constructor_repr(PyObject *self)
 {
     return PyObject_Repr(((fastcommon_constructor *)self)->cls);
+}
+
+#define FASTCOMMON_CLASS_OF(op) \
+    (Py_TYPE(op)->tp_dealloc == fastcommon_constructor_dealloc ? ((fastcommon_constructor *)(op))->cls : (op))
+
+static PyObject * /* C[item], C == other, hash(C), C | other: the class's */
+fastcommon_constructor_getitem(PyObject *self, PyObject *item)
+{
+    return PyObject_GetItem(((fastcommon_constructor *)self)->cls, item);
+}
+
+static PyObject *
+fastcommon_constructor_richcompare(PyObject *self, PyObject *other, int op)
+{
+    return PyObject_RichCompare(((fastcommon_constructor *)self)->cls, other, op);
+}
+
+static Py_hash_t
+fastcommon_constructor_hash(PyObject *self)
+{
+    return PyObject_Hash(((fastcommon_constructor *)self)->cls);
+}
+
+static PyObject *
+fastcommon_constructor_or(PyObject *left, PyObject *right)
+{
+    return PyNumber_Or(FASTCOMMON_CLASS_OF(left), FASTCOMMON_CLASS_OF(right));
 }
 
 static PyObject *
@@ -212,6 +243,7 @@ static PyMethodDef fastcommon_constructor_methods[] = {
 
 static PyMemberDef fastcommon_constructor_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(fastcommon_constructor, vectorcall), READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(fastcommon_constructor, weakrefs), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -225,6 +257,10 @@ static PyType_Slot fastcommon_constructor_slots[] = {
     {Py_tp_getattro, (void *)fastcommon_constructor_getattro},
     {Py_tp_setattro, (void *)fastcommon_constructor_setattro},
     {Py_tp_repr, (void *)fastcommon_constructor_repr},
+    {Py_tp_richcompare, (void *)fastcommon_constructor_richcompare},
+    {Py_tp_hash, (void *)fastcommon_constructor_hash},
+    {Py_mp_subscript, (void *)fastcommon_constructor_getitem},
+    {Py_nb_or, (void *)fastcommon_constructor_or},
     {Py_tp_call, (void *)PyVectorcall_Call},
     {Py_tp_methods, (void *)fastcommon_constructor_methods},
     {Py_tp_members, (void *)fastcommon_constructor_members},
