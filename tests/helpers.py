@@ -50,6 +50,7 @@ def outcome(function, *args):
 
 from fastcommon import _gate, _grpc, _implementation, _launcher, _patching, _registry, _report  # noqa: E402
 from fastcommon._gate import functions as _functions  # noqa: E402
+from fastcommon._gate import metadata as gate_metadata  # noqa: E402,F401  (the gate's class and Sequence of its own)
 from fastcommon._gate import metadata_probes as probes  # noqa: E402,F401  (the gate's scenarios, shared)
 from fastcommon._gate.fingerprints import fingerprint  # noqa: E402
 

@@ -271,6 +271,17 @@ def test_a_subclasshook_set_after_patch_is_asked_as_on_stock_grpc():
         assert answers() == stock == [True, True, "ab"]
 
 
+def test_the_sequence_the_gates_probes_ask_answers_as_collections_abcs_for_every_argument_they_pass():
+    import collections.abc
+
+    from grpc.aio import Metadata
+
+    probe = helpers.gate_metadata.detached(Metadata, {})
+    for label, (metadata, _) in helpers.probes.init_metadata_arguments(probe):
+        expected = isinstance(metadata, collections.abc.Sequence)
+        assert isinstance(metadata, helpers.gate_metadata.Sequence) is expected, label
+
+
 def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
     monkeypatch.setitem(sys.modules, "grpc", None)
     monkeypatch.setitem(sys.modules, "grpc._common", None)

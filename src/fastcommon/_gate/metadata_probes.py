@@ -326,15 +326,15 @@ SCENARIOS: list[Scenario] = [
 ]  # fmt: skip
 
 
-def init_metadata_scenarios(metadata_class: Any) -> list[Scenario]:
-    """What the gate compares of _init_metadata(metadata, compression): every kind of metadata a call is given."""
+def init_metadata_arguments(metadata_class: Any) -> list[tuple[str, tuple[Any, Any]]]:
+    """What the gate passes _init_metadata(metadata, compression): every kind of metadata a call is given."""
     pairs_iterator = iter(())
     compression = sys.modules["grpc"].Compression  # imported with grpc.aio, whose Metadata this is
 
     class Sub(metadata_class):  # type: ignore[misc]
         pass
 
-    arguments = [
+    return [
         ("None", (None, None)),
         ("()", ((), None)),
         ("[]", ([], None)),
@@ -354,6 +354,10 @@ def init_metadata_scenarios(metadata_class: Any) -> list[Scenario]:
         ("pairs, no compression", (PAIRS, compression.NoCompression)),
     ]
 
+
+def init_metadata_scenarios(metadata_class: Any) -> list[Scenario]:
+    """What the gate compares of _init_metadata(metadata, compression): its answer to each of those arguments."""
+
     def call(args: tuple[Any, Any]) -> Callable[[Any], Any]:
         def scenario(init_metadata: Any) -> Any:
             result = init_metadata(*args)
@@ -361,4 +365,4 @@ def init_metadata_scenarios(metadata_class: Any) -> list[Scenario]:
 
         return scenario
 
-    return [(f"_init_metadata({label})", call(args)) for label, args in arguments]
+    return [(f"_init_metadata({label})", call(args)) for label, args in init_metadata_arguments(metadata_class)]
