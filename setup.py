@@ -1,5 +1,5 @@
-"""Build fastcommon: the Cython extensions when it can (fast_common; on POSIX also _sigterm, run --report's
-SIGTERM relay), pure Python when it cannot.
+"""Build fastcommon: the Cython extensions when it can (fast_common, fast_metadata and fast_entry, the last not
+for the Limited API; on POSIX also _sigterm, run --report's SIGTERM relay), pure Python when it cannot.
 
 FASTCOMMON_NO_EXTENSIONS=1        build pure Python on purpose (no Cython, no compiler).
 FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build, or an extension that does not import, is fatal
@@ -25,8 +25,11 @@ BUILD_ERROR_FILE = "_extension_build_error.txt"
 BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
 
 
+PURE = "fastcommon is installed as pure Python (correct, but slower)."
 LOST_WITHOUT = {  # what a failed build of each extension leaves out
-    "fastcommon.fast_common": "fastcommon is installed as pure Python (correct, but slower).",
+    "fastcommon.fast_common": PURE,
+    "fastcommon.fast_metadata": PURE,
+    "fastcommon.fast_entry": PURE,
     "fastcommon._sigterm": "run --report's SIGTERM relay is missing: a process whose main thread waits with no "
     "timeout may not end when another thread takes SIGTERM (docs/adoption.md).",
 }
@@ -101,13 +104,15 @@ def extensions():
     if flag("FASTCOMMON_LIMITED_API"):
         version = "0x{:02X}{:02X}0000".format(*LIMITED_API_VERSION)
         macros = [("Py_LIMITED_API", version), ("CYTHON_LIMITED_API", "1")]
-    # fast_common: what grpc calls. _sigterm: run --report's SIGTERM relay, POSIX only (a signal handler in C).
-    names = ["fast_common", "_sigterm"] if os.name == "posix" else ["fast_common"]
+    # What grpc calls: the conversions, grpc.aio's Metadata methods, the metadata entry constructor (which writes a
+    # tuple in place: not in the Limited API). _sigterm: run --report's SIGTERM relay, POSIX only (a C handler).
+    names = ["fast_common", "fast_metadata", *([] if macros else ["fast_entry"])]
+    names += ["_sigterm"] if os.name == "posix" else []
     extensions = [
         Extension(f"fastcommon.{name}", [f"fastcommon/{name}.pyx"], define_macros=macros, py_limited_api=bool(macros))
         for name in names
     ]
-    # Cythonized from src/, so that tracebacks name fastcommon/fast_common.pyx: a path relative to the
+    # Cythonized from src/, so that tracebacks name fastcommon/fast_metadata.pyx: a path relative to the
     # package's parent, which linecache finds along sys.path, as the .pyx ships in the package. The generated
     # C goes to build/cython/ (with copies of the headers it includes), out of the source tree.
     here = os.getcwd()

@@ -115,8 +115,9 @@ def child(calls):
     for label, metadata in AIO_METADATA.items():  # grpc's own first; fastcommon's after patch(), below
         measured += [(f"{label} | grpc.aio", path(_BaseMultiCallable._init_metadata), (metadata,))]
         measured += [(f"{label} | floor", tuple, (metadata or (),))]
-    if hasattr(compiled, "MetadatumConstructor"):  # not in a Limited API (abi3) build
-        constructor = compiled.MetadatumConstructor
+    entry = fastcommon._implementation.compiled.get("fast_entry")  # none in a Limited API (abi3) build
+    if entry is not None:
+        constructor = entry.MetadatumConstructor
         measured += [(METADATUM_CASES[1], constructor(cygrpc._Metadatum), HEADER)]
         measured += [("counted metadatum", constructor(cygrpc._Metadatum, counter=0), HEADER)]
         from_c = (cygrpc._Metadatum, constructor(cygrpc._Metadatum), constructor(cygrpc._Metadatum, counter=0))
@@ -135,7 +136,7 @@ def child(calls):
             os.getppid()
 
     measure(measured)
-    if hasattr(fastcommon._implementation.chosen, "metadata_methods"):  # not in pure Python
+    if "fast_metadata" in fastcommon._implementation.compiled:  # not in pure Python
         with fastcommon.patched():
             patched = [(f"{label} | fastcommon", path(_BaseMultiCallable._init_metadata), (metadata,))
                        for label, metadata in AIO_METADATA.items()]  # fmt: skip

@@ -208,9 +208,9 @@ def per_call_costs_ns(stubs_dir):
         for name, args in calls.items()
     }
     grpcs = ns_per_call(cygrpc._Metadatum, HEADER, n)
-    compiled = fastcommon.fast_common if fastcommon.IMPLEMENTATION == "cython" else None
-    if hasattr(compiled, "MetadatumConstructor"):  # the compiled module, unless a Limited API (abi3) build
-        costs[METADATUM] = (grpcs, ns_per_call(compiled.MetadatumConstructor(cygrpc._Metadatum), HEADER, n))
+    entry = fastcommon._implementation.compiled.get("fast_entry")  # none in pure Python or a Limited API (abi3) build
+    if entry is not None:
+        costs[METADATUM] = (grpcs, ns_per_call(entry.MetadatumConstructor(cygrpc._Metadatum), HEADER, n))
     else:
         costs[METADATUM] = (grpcs, grpcs)  # left to grpc: no saving
     for label, metadata in AIO_METADATA.items():  # the path, with grpc's own and with fastcommon's

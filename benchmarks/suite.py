@@ -186,9 +186,9 @@ def run_per_call(runner, message_class, more_inputs):
     labels.append(METADATUM)
     grpcs = cygrpc._Metadatum
     bench(runner, benches, f"{METADATUM} | {METADATUM_GRPC}", grpcs, *HEADER)
-    compiled = modules["fastcommon.fast_common"]
-    if hasattr(compiled, "MetadatumConstructor"):  # not in pure Python, nor in a Limited API (abi3) build
-        constructor = compiled.MetadatumConstructor(grpcs)
+    compiled = importlib.import_module("fastcommon._implementation").compiled  # {} in pure Python
+    if "fast_entry" in compiled:  # not in a Limited API (abi3) build
+        constructor = compiled["fast_entry"].MetadatumConstructor(grpcs)
         bench(runner, benches, f"{METADATUM} | fastcommon.fast_common", constructor, *HEADER)
     benches[f"{METADATUM} | {TUPLE_FLOOR}"] = runner.bench_time_func(
         f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, *HEADER, inner_loops=UNROLL
@@ -196,7 +196,7 @@ def run_per_call(runner, message_class, more_inputs):
     for label, metadata in AIO_METADATA.items():
         labels.append(label)
         for name, patched in ((AIO_METADATA_GRPC, False), ("fastcommon.fast_common", True)):
-            if patched and not hasattr(compiled, "metadata_methods"):  # pure Python: nothing to time
+            if patched and "fast_metadata" not in compiled:  # pure Python: nothing to time
                 continue
             benches[f"{label} | {name}"] = runner.bench_time_func(
                 f"{label} | {name}", time_aio_metadata, metadata, patched, inner_loops=UNROLL

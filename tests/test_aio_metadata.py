@@ -113,7 +113,7 @@ def _fastcommons_class(namespace, metaclass=type):
     """A subclass of grpc's Metadata made with ``namespace`` first, then fastcommon's methods made for it."""
     owns = grpc_metadata_owns()
     cls = metaclass("Metadata", (Metadata,), {**namespace, **{name.split(".")[1]: f for name, f in owns.items()}})
-    for name, made in fastcommon.fast_common.metadata_methods(owns, cls).items():
+    for name, made in fastcommon.fast_metadata.metadata_methods(owns, cls).items():
         setattr(cls, name.split(".")[1], made)
     return cls
 
@@ -129,7 +129,7 @@ def test_methods_are_made_only_for_a_class_whose_instances_object_makes():
         len,
     ):
         with pytest.raises(TypeError, match="metadata_methods"):
-            fastcommon.fast_common.metadata_methods(owns, cls)
+            fastcommon.fast_metadata.metadata_methods(owns, cls)
 
 
 @compiled_methods

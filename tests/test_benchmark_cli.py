@@ -300,6 +300,7 @@ def test_the_loaders_thread_state_lookups_count_as_their_callers_when_libpython_
         ("/usr/bin/python3.11", "main", "rest of libpython"),
         ("/site/grpc/_cython/cygrpc.cpython-311-x86_64-linux-gnu.so", "0x0000000000795d80", "grpc's extension"),
         ("/src/fastcommon/fast_common.cpython-311-x86_64-linux-gnu.so", "__pyx_f_encode", "fastcommon"),
+        ("/src/fastcommon/fast_metadata.abi3.so", "__pyx_pw_get_all", "fastcommon"),
         ("/lib-dynload/_asyncio.cpython-311-x86_64-linux-gnu.so", "task_step_impl", "Python's other modules"),
         ("/site/google/_upb/_message.abi3.so", "_upb_Decoder_DecodeMessage", "Python's other modules"),
         ("/lib/x86_64-linux-gnu/libc.so.6", "_int_malloc", "libc"),

@@ -33,7 +33,7 @@ compiled_constructor = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def constructor():
-    return fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM)
+    return fastcommon.fast_entry.MetadatumConstructor(GRPC_METADATUM)
 
 
 def observed(build, *args, **kwargs):
@@ -89,10 +89,10 @@ def test_any_other_call_is_grpcs_own_class_answering(constructor, args, kwargs):
 
 @compiled_constructor
 def test_a_constructor_holds_its_one_class_and_answers_as_that_class(constructor):
-    assert type(constructor) is fastcommon.fast_common.MetadatumConstructor  # what grpc calls: the object itself
+    assert type(constructor) is fastcommon.fast_entry.MetadatumConstructor  # what grpc calls: the object itself
     assert type(constructor("k", "v")) is GRPC_METADATUM
     before = sys.getrefcount(GRPC_METADATUM)
-    made = [fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4) for _ in range(100)]
+    made = [fastcommon.fast_entry.MetadatumConstructor(GRPC_METADATUM, counter=4) for _ in range(100)]
     assert sys.getrefcount(GRPC_METADATUM) == before + 100
     del made
     assert sys.getrefcount(GRPC_METADATUM) == before
@@ -111,7 +111,7 @@ def test_a_constructor_holds_its_one_class_and_answers_as_that_class(constructor
     with pytest.raises(TypeError):
         type("Sub", (type(constructor),), {})  # nothing can subclass the constructor's own type
     with pytest.raises(ValueError):
-        fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=10**6)
+        fastcommon.fast_entry.MetadatumConstructor(GRPC_METADATUM, counter=10**6)
 
 
 class WithADict(tuple):
@@ -131,7 +131,7 @@ REFUSED_CLASSES = {
 @pytest.mark.parametrize("refused", sorted(REFUSED_CLASSES))
 def test_the_constructor_refuses_a_class_whose_instances_it_cannot_write_in_place(refused):
     with pytest.raises(TypeError, match="MetadatumConstructor\\(\\) needs a tuple subclass with a tuple's layout"):
-        fastcommon.fast_common.MetadatumConstructor(REFUSED_CLASSES[refused])
+        fastcommon.fast_entry.MetadatumConstructor(REFUSED_CLASSES[refused])
 
 
 @compiled_constructor
@@ -151,7 +151,7 @@ def test_patch_replaces_the_class_where_offered_and_unpatch_restores_it():
     try:
         assert ("_Metadatum" in replaced) == OFFERED == fastcommon.is_patched("_Metadatum")
         if OFFERED:
-            assert type(cygrpc._Metadatum) is fastcommon.fast_common.MetadatumConstructor
+            assert type(cygrpc._Metadatum) is fastcommon.fast_entry.MetadatumConstructor
             assert type(cygrpc._Metadatum("k", "v")) is GRPC_METADATUM
         else:
             assert cygrpc._Metadatum is GRPC_METADATUM
@@ -312,14 +312,14 @@ def test_any_metadata_reaches_the_server_as_stock_grpc_delivers_it(stubs, round_
 @compiled_constructor
 def test_the_metadata_entries_grpc_builds_come_from_fastcommon_when_patched(stubs):
     counter = helpers.counter("_Metadatum")
-    before = fastcommon.fast_common.calls()[counter]
+    before = fastcommon.fast_entry.calls()[counter]
     with fastcommon.patched():
         constructor = cygrpc._Metadatum
-        assert type(constructor) is fastcommon.fast_common.MetadatumConstructor
+        assert type(constructor) is fastcommon.fast_entry.MetadatumConstructor
         # As `run --report` installs it: a counted constructor of grpc's class, so that each entry is counted.
-        cygrpc._Metadatum = fastcommon.fast_common.MetadatumConstructor(GRPC_METADATUM, counter=counter)
+        cygrpc._Metadatum = fastcommon.fast_entry.MetadatumConstructor(GRPC_METADATUM, counter=counter)
         try:
             sync_round_trip(stubs, HEADERS)
         finally:
             cygrpc._Metadatum = constructor
-    assert fastcommon.fast_common.calls()[counter] - before >= len(HEADERS)
+    assert fastcommon.fast_entry.calls()[counter] - before >= len(HEADERS)

@@ -104,15 +104,25 @@ def test_every_callable_of_the_compiled_module_refuses_what_it_cannot_use():
     answered = answer(
         """
 import collections, json
-from fastcommon import fast_common
+from fastcommon import fast_common, fast_metadata
 from grpc._cython import cygrpc
 
 odd = [(), (None,), (len,), (tuple,), (int,), (object(),), (None, None), (1, 2, 3), ("k", "v"), (b"",)]
 odd += [(collections.namedtuple("N", "a b"),), (type("T", (tuple,), {}),), (cygrpc._Metadatum, "extra")]
 answered = {}
-callables = {name: value for name, value in vars(fast_common).items() if callable(value) and name[:2] != "__"}
-if hasattr(fast_common, "MetadatumConstructor"):
-    callables["a constructor of grpc's class"] = fast_common.MetadatumConstructor(cygrpc._Metadatum)
+modules = [fast_common, fast_metadata]
+try:
+    from fastcommon import fast_entry  # not built for the Limited API (abi3)
+    modules.append(fast_entry)
+    constructor = fast_entry.MetadatumConstructor(cygrpc._Metadatum)
+except ImportError:
+    constructor = None
+callables = {
+    f"{module.__name__}.{name}": value for module in modules
+    for name, value in vars(module).items() if callable(value) and name[:2] != "__"
+}  # fmt: skip
+if constructor is not None:
+    callables["a constructor of grpc's class"] = constructor
 for name, function in sorted(callables.items()):
     for args in odd:
         for kwargs in ({}, {"counter": 4}, {"counter": -2}, {"counters": {}}, {"key": "k", "value": "v"}):
@@ -270,16 +280,16 @@ def run():
 """,
     "a class whose instances object.__new__ cannot make, given to metadata_methods": """
 def run():
-    from fastcommon import fast_common
-
-    if not hasattr(fast_common, "metadata_methods"):  # pure Python: nothing to give it
+    try:
+        from fastcommon import fast_metadata
+    except ImportError:  # pure Python: nothing to give it
         return "refused"
 
     class Unsafe(Metadata, dict):
         __new__ = object.__new__
 
     try:
-        fast_common.metadata_methods({"Metadata.from_tuple": vars(Metadata)["from_tuple"]}, Unsafe)
+        fast_metadata.metadata_methods({"Metadata.from_tuple": vars(Metadata)["from_tuple"]}, Unsafe)
     except TypeError:
         return "refused"
     return Unsafe.from_tuple((("k", "v"),))
@@ -334,15 +344,15 @@ def run():
 """,
     "an own __iter__ that returns no iterator, given to metadata_methods": """
 def run():
-    from fastcommon import fast_common
-
-    if not hasattr(fast_common, "metadata_methods"):  # pure Python: nothing to give it
+    try:
+        from fastcommon import fast_metadata
+    except ImportError:  # pure Python: nothing to give it
         return "TypeError"
 
     class Held:
         pass
 
-    made = fast_common.metadata_methods({"Held.__iter__": lambda self: [("k", "v")]}, Held)
+    made = fast_metadata.metadata_methods({"Held.__iter__": lambda self: [("k", "v")]}, Held)
     Held.__iter__ = made["Held.__iter__"]
     held = Held()
     held._metadata = {"k": ["v"]}  # not an OrderedDict: grpc's own runs

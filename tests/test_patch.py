@@ -61,7 +61,7 @@ def test_patch_replaces_and_unpatch_restores_the_exact_originals():
     for name in NAMES:
         assert getattr(grpc_common, name) is getattr(fastcommon, name)
     if "_Metadatum" in PATCHED:  # not in a Limited API (abi3) build
-        assert type(cygrpc._Metadatum) is fastcommon.fast_common.MetadatumConstructor
+        assert type(cygrpc._Metadatum) is fastcommon.fast_entry.MetadatumConstructor
         assert type(cygrpc._Metadatum("k", "v")) is GRPC_METADATUM
     assert fastcommon.patch() == ()  # a second call changes nothing
     assert fastcommon.unpatch() == PATCHED

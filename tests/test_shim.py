@@ -45,8 +45,9 @@ def package_copy(tmp_path):
     source = os.path.dirname(fastcommon.__file__)
     target = tmp_path / "fastcommon"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "_*.txt"))
-    for built in target.glob("fast_common.*"):  # a checkout's editable installs build one per CPython, side by side
-        if built.suffix in (".so", ".pyd") and built.name != loaded:
+    suffix = loaded.removeprefix("fast_common")  # a checkout's editable installs build for each CPython, side by side
+    for built in target.iterdir():
+        if built.suffix in (".so", ".pyd") and not built.name.endswith(suffix):
             built.unlink()
     return target / loaded
 

@@ -35,6 +35,10 @@ try:
     from fastcommon import fast_common
 except ImportError:  # a pure build: the compiled module's rules do not run
     fast_common = None
+try:
+    from fastcommon.fast_entry import MetadatumConstructor
+except ImportError:  # pure, or the Limited API (abi3)
+    MetadatumConstructor = None
 
 HEADERS = (("x-state", "machine"), ("x-blob-bin", b"\x00\xff"), ("x-state", "again"))
 NAMES = tuple(name for name in helpers.NAMES if helpers.grpcs_own(name) is not None)  # what this grpcio has
@@ -72,10 +76,12 @@ def ours(name):
 
 
 def of_fastcommon(thing):
-    """Whether ``thing`` is one of fastcommon's objects: a function of either implementation, or a constructor."""
-    return any(
-        getattr(x, "__module__", None) in ("fastcommon.fast_common", "fastcommon.common") for x in (thing, type(thing))
-    )
+    """Whether ``thing`` is one of fastcommon's objects: a function of either implementation, a constructor, or a
+    Metadata method (it carries grpc's names: its code is in fastcommon's .pyx)."""
+    thing = getattr(thing, "__func__", thing)
+    filename = getattr(getattr(thing, "__code__", None), "co_filename", "")
+    modules = (str(getattr(x, "__module__", None)) for x in (thing, type(thing)))
+    return filename.startswith(f"fastcommon{os.sep}") or any(module.startswith("fastcommon.") for module in modules)
 
 
 class Serving:
@@ -218,14 +224,14 @@ class Fastcommon(RuleBasedStateMachine):
         counted=st.booleans(),
     )  # fmt: skip
     def call_compiled(self, name, args, counted):
-        if name == "a constructor" and hasattr(fast_common, "MetadatumConstructor"):
-            function = fast_common.MetadatumConstructor(GRPC_METADATUM, counter=4 if counted else -1)
+        if name == "a constructor" and MetadatumConstructor is not None:
+            function = MetadatumConstructor(GRPC_METADATUM, counter=4 if counted else -1)
         elif name == "grpc's _Metadatum now":
             function = helpers.held("_Metadatum")
         elif name.startswith("counted "):
             function = getattr(fast_common.Counted(4), name.split()[1])
         else:
-            function = getattr(fast_common, name, None)
+            function = MetadatumConstructor if name == "MetadatumConstructor" else getattr(fast_common, name, None)
         if function is None:
             return
         kwargs = {"counter": 4 if counted else -1} if name == "MetadatumConstructor" else {}

@@ -43,7 +43,7 @@ def grpcs_metadata():
 @pytest.fixture(scope="module")
 def patched_class():
     """A Metadata class holding fastcommon's methods, made for it, and an _init_metadata that makes it."""
-    fast_common = load_implementation("fast_common")
+    fast_metadata = load_implementation("fast_metadata")
     metadata, init_metadata = grpcs_metadata()
     owns = {name: vars(metadata)[name] for name in METHODS if name in vars(metadata)}
     cls = type("Metadata", (metadata,), dict(owns))
@@ -54,11 +54,11 @@ def patched_class():
     names = {f"Metadata.{name}": own for name, own in owns.items()}
     names["_BaseMultiCallable._init_metadata"] = staticmethod(own_init_metadata)
     counters = {name: 5 + i for i, name in enumerate(names)}
-    made = fast_common.metadata_methods(names, cls, counters=counters)
+    made = fast_metadata.metadata_methods(names, cls, counters=counters)
     for name, method in made.items():
         if name.startswith("Metadata."):
             setattr(cls, name.split(".")[1], method)
-    return cls, made["_BaseMultiCallable._init_metadata"].__func__, fast_common, counters
+    return cls, made["_BaseMultiCallable._init_metadata"].__func__, counters
 
 
 def run_threads(work):
@@ -82,11 +82,12 @@ def run_threads(work):
 
 
 def test_one_metadata_changed_and_read_by_every_thread_loses_nothing(patched_class):
-    cls, init_metadata, fast_common, counters = patched_class
+    cls, init_metadata, counters = patched_class
+    fast_metadata = load_implementation("fast_metadata")
     shared = cls(("common", "first"), *((f"start-{i}", i) for i in range(THREADS * ROUNDS)))
     changed = [shared if SHARED_WRITES else cls(("common", "first")) for _ in range(THREADS)]
     shared_iterator = iter(shared)
-    before = fast_common.calls()
+    before = fast_metadata.calls()
     seen_while_changing = []
 
     def work(index):
@@ -118,14 +119,14 @@ def test_one_metadata_changed_and_read_by_every_thread_loses_nothing(patched_cla
     common = [entry for target in distinct for entry in target.get_all("common")[1:]]
     assert sorted(common) == sorted((i, r) for i in range(THREADS) for r in range(ROUNDS))
     assert all(isinstance(item, tuple) and len(item) == 2 for items in seen_while_changing for item in items)
-    calls = fast_common.calls()
+    calls = fast_metadata.calls()
     assert calls[counters["Metadata.add"]] - before[counters["Metadata.add"]] >= 2 * THREADS * ROUNDS
     from_tuple = counters["Metadata.from_tuple"]  # called, and done in place by _init_metadata
     assert calls[from_tuple] - before[from_tuple] == 2 * THREADS * ROUNDS
 
 
-def test_the_functions_shared_by_every_thread_count_every_call(patched_class):
-    _, _, fast_common, _ = patched_class
+def test_the_functions_shared_by_every_thread_count_every_call():
+    fast_common = load_implementation("fast_common")
     before = fast_common.calls()
     encoding, decoding, serializing, deserializing = (fast_common.Counted(counter) for counter in range(4))
 
@@ -142,13 +143,11 @@ def test_the_functions_shared_by_every_thread_count_every_call(patched_class):
     assert [after[i] - before[i] for i in range(4)] == [THREADS * ROUNDS] * 4  # no count lost
 
 
-def test_one_entry_constructor_shared_by_every_thread(patched_class):
-    _, _, fast_common, _ = patched_class
-    if not hasattr(fast_common, "MetadatumConstructor"):
-        pytest.skip("the Limited API (abi3) build has no metadata entry constructor")
+def test_one_entry_constructor_shared_by_every_thread():
+    fast_entry = load_implementation("fast_entry")  # not built for the Limited API (abi3)
     entry_class = type("_Metadatum", (tuple,), {"__slots__": ()})
-    build = fast_common.MetadatumConstructor(entry_class, counter=4)
-    before = fast_common.calls()[4]
+    build = fast_entry.MetadatumConstructor(entry_class, counter=4)
+    before = fast_entry.calls()[4]
 
     def work(index):
         for round_ in range(ROUNDS):
@@ -158,7 +157,7 @@ def test_one_entry_constructor_shared_by_every_thread(patched_class):
             )
 
     assert run_threads(work) == []
-    assert fast_common.calls()[4] - before == THREADS * ROUNDS
+    assert fast_entry.calls()[4] - before == THREADS * ROUNDS
 
 
 def test_the_module_says_truly_what_it_needs_of_the_gil():

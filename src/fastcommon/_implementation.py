@@ -39,8 +39,8 @@ def _read_record(package_dir: str, name: str) -> str | None:
         return None
 
 
-def _why_compiled_module_is_absent() -> tuple[str, bool]:
-    """The reason the extension file is missing, and whether the user should be warned."""
+def _why_compiled_module_is_absent(name: str) -> tuple[str, bool]:
+    """The reason the extension file of module ``name`` is missing, and whether the user should be warned."""
     package_dir = os.path.dirname(__file__)
     on_purpose = _read_record(package_dir, _BUILT_WITHOUT_EXTENSIONS_FILE)
     if on_purpose is not None:
@@ -48,48 +48,59 @@ def _why_compiled_module_is_absent() -> tuple[str, bool]:
     build_error = _read_record(package_dir, _BUILD_ERROR_FILE)
     if build_error is not None:
         return f"the extension failed to build at install: {build_error}", True
-    builds = sorted(f for f in os.listdir(package_dir) if f.startswith("fast_common.") and f.endswith((".so", ".pyd")))
+    builds = sorted(f for f in os.listdir(package_dir) if f.startswith(f"{name}.") and f.endswith((".so", ".pyd")))
     if builds:
         return f"the extension was built for another Python ({', '.join(builds)})", True
     return "the extension is missing from the installation", True
 
 
 class _ExtensionWithSource(importlib.machinery.ExtensionFileLoader):
-    """The compiled module's loader, which also gives linecache the .pyx shipped beside it, for tracebacks."""
+    """A compiled module's loader, which also gives linecache the .pyx shipped beside it, for tracebacks."""
 
     def get_source(self, fullname: str) -> str | None:  # type: ignore[override]  # an extension has source here
-        # Tracebacks name fastcommon/fast_common.pyx; linecache asks the frame's module loader for its lines
+        # Tracebacks name fastcommon/fast_metadata.pyx, say; linecache asks the frame's module loader for its lines
         # first, and the stock loader of an extension has none, so no line would be shown.
+        pyx = fullname.rpartition(".")[2] + ".pyx"
         try:
-            with open(os.path.join(os.path.dirname(self.path), "fast_common.pyx"), encoding="utf-8") as file:
+            with open(os.path.join(os.path.dirname(self.path), pyx), encoding="utf-8") as file:
                 return file.read()
         except OSError:
             return None
 
 
-def _load_implementation() -> tuple[types.ModuleType, str | None, bool]:
-    """Return the module to use, why it is the pure one (or None), and whether that is news to warn of."""
+# The compiled modules: the conversions (the twin of common.py), grpc.aio's Metadata methods, the entry constructor
+# (not built for the Limited API). All load, or none is used.
+COMPILED = ("fast_common", "fast_metadata", "fast_entry")
+
+
+def _load_compiled() -> tuple[dict[str, types.ModuleType], str | None, bool]:
+    """The compiled modules by name ({} for pure Python), why they are not used (or None), and whether to warn."""
     if _env_flag("FASTCOMMON_PURE_PYTHON"):
-        return common, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}", False
+        return {}, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}", False
+    loaded: dict[str, types.ModuleType] = {}
     try:
-        fast_common = importlib.import_module("fastcommon.fast_common")
+        for name in COMPILED:
+            if name != "fast_entry" or not loaded["fast_common"].LIMITED_API:
+                loaded[name] = importlib.import_module(f"fastcommon.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name != "fastcommon.fast_common":
-            reason, warn = f"the extension failed to import: {exc!r}", True
+        if exc.name in {f"fastcommon.{name}" for name in COMPILED}:
+            reason, warn = _why_compiled_module_is_absent(exc.name.rpartition(".")[2])
         else:
-            reason, warn = _why_compiled_module_is_absent()
+            reason, warn = f"the extension failed to import: {exc!r}", True
     except Exception as exc:  # a broken extension must never break `import fastcommon`
         reason, warn = f"the extension failed to import: {exc!r}", True
     else:
-        spec = fast_common.__spec__
-        if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader) and spec.origin:
-            spec.loader = fast_common.__loader__ = _ExtensionWithSource(spec.name, spec.origin)
-        return fast_common, None, False
-    return common, reason, warn
+        for module in loaded.values():
+            spec = module.__spec__
+            if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader) and spec.origin:
+                spec.loader = module.__loader__ = _ExtensionWithSource(spec.name, spec.origin)
+        return loaded, None, False
+    return {}, reason, warn
 
 
-chosen, PURE_PYTHON_REASON, _unwanted = _load_implementation()
-IMPLEMENTATION = "python" if chosen is common else "cython"
+compiled, PURE_PYTHON_REASON, _unwanted = _load_compiled()
+chosen = compiled.get("fast_common", common)  # the conversions fastcommon exports
+IMPLEMENTATION = "cython" if compiled else "python"
 
 
 def warn_if_unwanted_pure_python(stacklevel: int) -> None:
@@ -105,22 +116,27 @@ def unoffered(replaceable: _registry.Replaceable) -> str | None:
     """Why this implementation has nothing to put in place of ``replaceable`` (grpc's own then stays, unwarned)."""
     if replaceable.kind == _registry.FUNCTION:
         return None
-    if chosen is common:
+    if not compiled:
         return "fastcommon runs pure Python here, which does it no faster than grpc"
-    if replaceable.kind == _registry.CLASS and not hasattr(chosen, "MetadatumConstructor"):
+    if replaceable.kind == _registry.CLASS and "fast_entry" not in compiled:
         return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
     return None
 
 
 def metadatum_builder(cls: Any, counter: int = -1) -> Any:
     """What builds grpc's metadata entries of class ``cls`` in its place, counting its calls at ``counter``."""
-    return chosen.MetadatumConstructor(cls, counter=counter)
+    return compiled["fast_entry"].MetadatumConstructor(cls, counter=counter)
 
 
 def metadata_methods(owns: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
     """What replaces grpc's own Metadata methods ``owns`` (by name), made together for ``cls``."""
     counters = {name: _registry.BY_NAME[name].counter for name in owns} if counted else None
-    return dict(chosen.metadata_methods(owns, cls, counters=counters))
+    return dict(compiled["fast_metadata"].metadata_methods(owns, cls, counters=counters))
+
+
+def calls() -> tuple[int, ...] | None:
+    """The calls the compiled modules counted in this process, by counter; None in pure Python."""
+    return tuple(map(sum, zip(*(module.calls() for module in compiled.values()), strict=True))) if compiled else None
 
 
 def replacements(owns: dict[str, Any], metadata_class: Any, counted: bool = False) -> dict[str, Any]:

@@ -43,7 +43,7 @@ class Report:
 
     def counting(self, owns: dict[str, Any], metadata_class: Any) -> dict[str, Any]:
         """What replaces grpc's own, counted: made to count by the compiled module, or wrapped in pure Python."""
-        if hasattr(_implementation.chosen, "calls"):
+        if _implementation.compiled:
             made = _implementation.replacements(owns, metadata_class, counted=True)
         else:
             made = {name: self.counted(name, ours) for name, ours in _implementation.replacements(owns, None).items()}
@@ -115,8 +115,7 @@ class Report:
                 os.kill(os.getpid(), signal.SIGTERM)
 
     def calls_so_far(self) -> dict[str, int]:
-        chosen = _implementation.chosen
-        counts = chosen.calls() if hasattr(chosen, "calls") else self.counts
+        counts = _implementation.calls() or self.counts
         return {name: int(counts[BY_NAME[name].counter]) for name in self.names}
 
     def forked(self) -> None:

@@ -1,6 +1,7 @@
 /* The call counters of `python -m fastcommon run --report`: one per replaceable, at its place in the registry
- * (fastcommon/_registry.py), read by fast_common.calls(). Process-wide on purpose: a fork child inherits its
- * parent's counts, and the report subtracts them. Atomic where threads run at once (free-threaded CPython). */
+ * (fastcommon/_registry.py), in each compiled module that includes this (counters.pxd), read by its calls().
+ * Process-wide on purpose: a fork child inherits its parent's counts, and the report subtracts them. Atomic where
+ * threads run at once (free-threaded CPython). */
 #ifndef FASTCOMMON_COUNTERS_H
 #define FASTCOMMON_COUNTERS_H
 
@@ -20,12 +21,22 @@ static unsigned long long fastcommon_calls[FASTCOMMON_MAX_COUNTERS];
 #define FASTCOMMON_LOAD(slot) (*(slot))
 #endif
 
-#define fastcommon_counts(counter) ((counter) >= 0 && (counter) < FASTCOMMON_MAX_COUNTERS) /* -1 counts nothing */
+/* 0 if `counter` is one (or, where `none_allowed`, -1: it counts nothing); else -1 with ValueError. The one check:
+   what counts is given a checked counter. */
+static int
+fastcommon_check_counter(Py_ssize_t counter, int none_allowed)
+{
+    if ((counter == -1 && none_allowed) || (counter >= 0 && counter < FASTCOMMON_MAX_COUNTERS)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "no counter %zd", counter);
+    return -1;
+}
 
-static inline void /* count n calls at `counter` */
+static inline void /* count n calls at a checked `counter` */
 fastcommon_count_by(Py_ssize_t counter, Py_ssize_t n)
 {
-    if (fastcommon_counts(counter)) {
+    if (counter >= 0) {
         FASTCOMMON_ADD(&fastcommon_calls[counter], n);
     }
 }
@@ -35,10 +46,10 @@ fastcommon_count_by(Py_ssize_t counter, Py_ssize_t n)
 static inline unsigned long long
 fastcommon_count_of(Py_ssize_t counter)
 {
-    return fastcommon_counts(counter) ? FASTCOMMON_LOAD(&fastcommon_calls[counter]) : 0;
+    return FASTCOMMON_LOAD(&fastcommon_calls[counter]);
 }
 
-/* Where a counter that counts on every call, checked once, counts: one increment a call, no check. */
+/* Where a checked counter that counts on every call counts: one increment a call, no test. */
 #define fastcommon_counter_at(counter) (&fastcommon_calls[(counter)])
 #define fastcommon_increment(slot) FASTCOMMON_ADD((slot), 1)
 

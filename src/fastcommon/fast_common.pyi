@@ -1,11 +1,9 @@
-"""Type stub for the compiled module; its functions take positional arguments only."""
+"""Type stub for the compiled twin of fastcommon.common; its functions take positional arguments only."""
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any, AnyStr, final
 
 LIMITED_API: bool
-MAX_COUNTERS: int
-MAKERS: dict[str, Callable[..., Any]]
 
 def encode(s: AnyStr, /) -> bytes: ...
 def decode(b: AnyStr, /) -> str: ...
@@ -25,26 +23,3 @@ class Counted:
     def deserialize(self, serialized_message: bytes, deserializer: Callable[[bytes], Any] | None, /) -> Any: ...
 
 def calls() -> tuple[int, ...]: ...
-
-# Absent from a Limited API (abi3) build.
-@final
-class MetadatumConstructor:
-    """Builds cls(key, value) as a namedtuple's __new__ does, for a namedtuple cls of two fields, checked; any other
-    call, and everything else, is cls's own: every attribute is read from and written to cls."""
-
-    def __new__(cls, cls_: type[tuple[Any, ...]], /, *, counter: int = -1) -> MetadatumConstructor: ...
-    def __call__(self, /, *args: Any, **kwargs: Any) -> tuple[Any, ...]: ...
-    def __instancecheck__(self, instance: Any, /) -> bool: ...
-    def __subclasscheck__(self, subclass: Any, /) -> bool: ...
-    def __mro_entries__(self, bases: Any, /) -> tuple[type, ...]: ...
-
-def metadata_methods(
-    owns: Mapping[str, Any], cls: type, /, *, counters: Mapping[str, int] | None = None
-) -> dict[str, Any]: ...
-
-# None in a Limited API (abi3) build.
-@final
-class MetadataIterator(Iterator[tuple[Any, Any]]):
-    """What grpc's Metadata.__iter__ generator yields, (key, value) for every value under every key, in C."""
-
-    def __next__(self) -> tuple[Any, Any]: ...

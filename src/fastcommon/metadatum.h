@@ -12,15 +12,11 @@
 
 #include "counters.h"
 
-#if defined(Py_LIMITED_API)
-#define FASTCOMMON_HAS_METADATUM 0
-#define fastcommon_constructor_type() Py_NewRef(Py_None)
-#else
-#define FASTCOMMON_HAS_METADATUM 1
-
 /* 3.14 and 3.15 cache a tuple's hash in it, which tuple.__new__ marks not computed yet. A CPython not checked here
    fails the build, rather than build entries whose hash could be wrong (setup.py then installs pure Python). */
-#if PY_VERSION_HEX >= 0x03100000
+#if defined(Py_LIMITED_API)
+#error "fastcommon: the entry constructor writes a tuple in place, which the Limited API has no way to (setup.py)"
+#elif PY_VERSION_HEX >= 0x03100000
 #error "fastcommon: check how this CPython lays out a tuple (fastcommon_build_entry) before building for it"
 #elif PY_VERSION_HEX >= 0x030E0000
 #define FASTCOMMON_RESET_TUPLE_HASH(op) (((PyTupleObject *)(op))->ob_hash = -1)
@@ -128,8 +124,7 @@ fastcommon_constructor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                      cls, problem);
         return NULL;
     }
-    if (counter < -1 || counter >= FASTCOMMON_MAX_COUNTERS) {
-        PyErr_Format(PyExc_ValueError, "MetadatumConstructor(): no counter %zd", counter);
+    if (fastcommon_check_counter(counter, 1) < 0) {
         return NULL;
     }
     self = (fastcommon_constructor *)type->tp_alloc(type, 0);
@@ -287,7 +282,5 @@ fastcommon_constructor_type(void)
     Py_DECREF(plain);
     return PyType_FromSpec(&fastcommon_constructor_spec);
 }
-
-#endif /* Py_LIMITED_API */
 
 #endif /* FASTCOMMON_METADATUM_H */

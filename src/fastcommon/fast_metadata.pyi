@@ -1,0 +1,16 @@
+"""Type stub for grpc.aio's Metadata methods and _init_metadata, compiled."""
+
+from collections.abc import Iterator, Mapping
+from typing import Any, final
+
+def metadata_methods(
+    owns: Mapping[str, Any], cls: type, /, *, counters: Mapping[str, int] | None = None
+) -> dict[str, Any]: ...
+
+@final
+class MetadataIterator(Iterator[tuple[Any, Any]]):
+    """What grpc's Metadata.__iter__ generator yields, (key, value) for every value under every key, in C."""
+
+    def __next__(self) -> tuple[Any, Any]: ...
+
+def calls() -> tuple[int, ...]: ...

@@ -1,0 +1,515 @@
+# cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
+"""grpc.aio's Metadata methods and _init_metadata, compiled from grpc's own code, and their iterator (iterator.h).
+
+Each method is grpc's own, compiled: the same reads of self._metadata, the same lookups and calls, in the same
+order, so that whatever an argument does (a key whose hash or comparison runs code, a subclass, an instance's
+own attributes, values of any type) it meets what grpc's code does. C takes a step only where exact types make
+it the same step: an exact OrderedDict, exact str keys (they hash and compare without running Python code),
+exact lists and tuples. One rule decides the rest before anything is done: where grpc's releases would differ,
+or where fastcommon would do in place what grpc does through calls (building a Metadata), the arguments'
+exact types must show that grpc's own would do the same; if not, grpc's own method does the whole call.
+The class, its attributes and grpc's module globals (OrderedDict, Metadata, MetadataKey) are those the gate
+judged at patch(): docs/safety.md, "The contract".
+"""
+
+import collections
+import functools
+import sys
+from abc import get_cache_token
+
+cimport cython
+from cpython.dict cimport PyDict_GetItemRef, PyDict_Next
+from cpython.object cimport Py_TYPE, PyObject, PyTypeObject, newfunc
+from cpython.ref cimport Py_DECREF
+
+from fastcommon.counters cimport counted_calls, fastcommon_check_counter, fastcommon_count, fastcommon_count_by
+
+cdef extern from "Python.h":
+    void *PyType_GetSlot(PyTypeObject *, int)
+    bint PyIter_Check(object)
+    enum: Py_tp_iter, Py_tp_new
+    bint Py_EnterRecursiveCall(const char *) except True  # nonzero, not -1, on error (3.10, 3.11)
+    void Py_LeaveRecursiveCall()
+
+cdef extern from "Python.h":  # on what PyDict_Next lends: no reference taken, none given back
+    bint _str_exact "PyUnicode_CheckExact"(PyObject *)
+    bint _list_exact "PyList_CheckExact"(PyObject *)
+
+cdef extern from "compat.h":
+    object fastcommon_new_ordered_dict(object)
+    int fastcommon_ordered_set(object, object, object) except -1
+    bint fastcommon_no_attributes(object, Py_ssize_t)
+    object fastcommon_list_of(object)
+    Py_ssize_t fastcommon_list_size(PyObject *)
+
+cdef extern from "iterator.h":
+    object fastcommon_iterator_type()
+    object fastcommon_iterator_new(object, object, object)
+
+
+cdef object _OrderedDict = collections.OrderedDict
+if type(fastcommon_new_ordered_dict(_OrderedDict)) is not _OrderedDict:
+    raise ImportError("fastcommon.fast_common: collections.OrderedDict is not CPython's own")
+cdef Py_ssize_t _ATTRIBUTES_AT = _OrderedDict.__dictoffset__  # where an OrderedDict keeps its attributes' dict
+if _ATTRIBUTES_AT <= 0:
+    raise ImportError("fastcommon.fast_common: collections.OrderedDict keeps its attributes out of reach")
+cdef void *_TUPLE_ITER = PyType_GetSlot(<PyTypeObject *>tuple, Py_tp_iter)
+cdef newfunc _object_new = <newfunc>PyType_GetSlot(<PyTypeObject *>object, Py_tp_new)  # object.__new__
+cdef tuple _NO_ARGS = ()
+cdef object _MISSING = object()
+
+
+cdef inline bint _plain_ordered_dict(object mapping):
+    """An exact OrderedDict with no attribute of its own: its items, values and get are the type's."""
+    return type(mapping) is _OrderedDict and fastcommon_no_attributes(mapping, _ATTRIBUTES_AT)
+
+
+# Three steps of grpc's code done by CPython itself, for what may be of any type: `key, value = pair` (its errors
+# changed in 3.14), [value, *current[1:]] (the list's room, the errors of a current that is not a sequence), and
+# `mapping[key] = values` in a Python frame, which the recursion limit counts where a Metadata is another's mapping.
+cdef dict _helpers = {}
+exec(compile("def unpack(pair):\n    key, value = pair\n    return key, value\n\n"
+             "def first_replaced(value, current):\n    return [value, *current[1:]]\n\n"
+             "def assign(mapping, key, values):\n    mapping[key] = values\n", "<fastcommon>", "exec"), _helpers)
+cdef object _unpack = _helpers["unpack"]
+cdef object _first_replaced = _helpers["first_replaced"]
+cdef object _assign = _helpers["assign"]
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class _Methods:
+    """What fastcommon made together for one Metadata class: the class, grpc's own methods, which of fastcommon's
+    are in place (by what the gate judged at patch()) and their counters."""
+
+    cdef object cls, own_getitem
+    cdef bint init, add, from_tuple, getitem
+    cdef Py_ssize_t init_counter, add_counter, from_tuple_counter, getitem_counter
+    cdef object abc_token, abc_answer  # _init_metadata's isinstance(a tuple, Metadata), and for which abc state
+
+
+cdef inline bint _plain_pair(object pair):
+    """Whether `key, value = pair` reads two items and runs no Python code, the key an exact str: an exact tuple of
+    two, or a tuple subclass of two that iterates as a tuple does (a namedtuple, grpc's own entries)."""
+    if type(pair) is not tuple and not (isinstance(pair, tuple) and
+                                        PyType_GetSlot(Py_TYPE(pair), Py_tp_iter) == _TUPLE_ITER):
+        return False
+    return len(<tuple>pair) == 2 and type((<tuple>pair)[0]) is str
+
+
+cdef enum:
+    _SEEN = 16  # how many keys _fill remembers, to add a new key without looking it up
+
+
+cdef bint _fill(object self, tuple pairs, _Methods methods) except -1:
+    """grpc's __init__ done in place on a fresh instance of methods.cls, whose add is fastcommon's: False, having
+    done nothing, where a pair is not a plain pair with an exact str key."""
+    cdef Py_ssize_t i, j, seen = 0
+    cdef Py_hash_t hash_
+    cdef Py_hash_t seen_hashes[_SEEN]
+    cdef PyObject *seen_keys[_SEEN]  # borrowed from the pairs, which pairs holds and nothing changes
+    cdef PyObject *found
+    cdef bint new
+    for pair in pairs:
+        if not _plain_pair(pair):
+            return False
+    metadata = fastcommon_new_ordered_dict(_OrderedDict)
+    self._metadata = metadata
+    with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+        for i in range(len(pairs)):
+            key, value = (<tuple>pairs[i])[0], (<tuple>pairs[i])[1]
+            new = seen < _SEEN  # a key unlike every key before it is new to this OrderedDict, which only this fills
+            if new:
+                hash_ = hash(key)  # an exact str's, kept in it
+                for j in range(seen):
+                    if seen_hashes[j] == hash_ and (seen_keys[j] == <PyObject *>key or <object>seen_keys[j] == key):
+                        new = False
+                        break
+                if new:
+                    seen_keys[seen], seen_hashes[seen] = <PyObject *>key, hash_
+                    seen += 1
+            if not new and PyDict_GetItemRef(metadata, key, &found):  # as add's setdefault(key, [])[...]
+                values = <object>found
+                Py_DECREF(values)
+                values.append(value)  # then [key].append(value)
+            else:
+                fastcommon_ordered_set(metadata, key, fastcommon_list_of(value))
+    fastcommon_count_by(methods.add_counter, len(pairs))  # each add done in place is counted as the add it is
+    return True
+
+
+cdef object _initialize(object self, tuple pairs):
+    """grpc's __init__, step by step: a new OrderedDict, then self.add(key, value) for each pair."""
+    self._metadata = fastcommon_new_ordered_dict(_OrderedDict)
+    for pair in pairs:
+        key, value = _unpack(pair)
+        self.add(key, value)
+
+
+cdef object _construct(_Methods methods, tuple pairs):
+    """methods.cls(*pairs): an instance made as type() makes one, initialized as its __init__ does."""
+    cls = methods.cls
+    if not methods.init:
+        return cls(*pairs)
+    self = _object_new(cls, <PyObject *>_NO_ARGS, NULL)  # cls.__new__ is object's, as judged
+    fastcommon_count(methods.init_counter)
+    if not (methods.add and _fill(self, pairs, methods)):  # a fresh instance: add is the class's
+        _initialize(self, pairs)
+    return self
+
+
+cdef object _make_init(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def __init__(*args, **kwargs):  # what type() calls with whatever Metadata(...) was given: grpc's words for errors
+        fastcommon_count(counter)
+        if kwargs or not args:
+            return own(*args, **kwargs)
+        self, pairs = args[0], args[1:]
+        if type(self) is methods.cls and methods.add:
+            attributes = self.__dict__
+            if type(attributes) is dict and not attributes and _fill(self, pairs, methods):  # a fresh instance
+                return
+        _initialize(self, pairs)
+
+    return __init__
+
+
+cdef object _make_add(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def add(self, key, value):
+        fastcommon_count(counter)
+        self._metadata.setdefault(key, [])
+        self._metadata[key].append(value)
+
+    return add
+
+
+cdef object _make_from_tuple(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def from_tuple(cls, raw_metadata):
+        fastcommon_count(counter)
+        if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
+            return _construct(methods, raw_metadata if raw_metadata else ())  # cls(*raw_metadata), or cls()
+        return own(cls, raw_metadata)
+
+    return from_tuple
+
+
+cdef bint _is_instance(_Methods methods, tuple metadata) except -1:
+    """isinstance(metadata, methods.cls) for an exact tuple: asked again only when abc's cache token changes."""
+    token = get_cache_token()
+    with cython.critical_section(methods):
+        answer = methods.abc_answer if methods.abc_token == token else None
+    if answer is None:
+        answer = isinstance(metadata, methods.cls)
+        with cython.critical_section(methods):
+            methods.abc_token, methods.abc_answer = token, answer
+    return answer
+
+
+cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def _create(cls, raw_metadata):
+        fastcommon_count(counter)
+        if cls is methods.cls:
+            if raw_metadata is None:
+                return _construct(methods, ())
+            if type(raw_metadata) is cls:
+                return raw_metadata
+            if type(raw_metadata) is tuple and not _is_instance(methods, raw_metadata):
+                return _construct(methods, raw_metadata)
+        return own(cls, raw_metadata)
+
+    return _create
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class _Read:
+    """What grpc's method reads of its self, _metadata, as fastcommon already read it: once, then let go of."""
+
+    cdef object held
+
+    @property
+    def _metadata(self):
+        held, self.held = self.held, None
+        return held
+
+
+# Before 3.12 CPython counts a Python frame entered from C once, whatever C stack the calls before it took; a level
+# of a Metadata nested as another's _metadata (fastcommon's method, grpc's frame, the nested one's slot) takes about
+# twice what a level of CPython's own slots takes, and so counts twice: about as much C stack a count as CPython's
+# own recursion takes. From 3.12 on, CPython counts C calls apart, this one among them.
+cdef bint _COUNT_LEVELS = sys.version_info < (3, 12)
+
+
+cdef object _deeper(object function, object first, object key=_MISSING, object values=_MISSING):
+    """function(first[, key[, values]]), where a Metadata nested in another recurses: the level counted towards the
+    recursion limit. Called as grpc's frames call (vectorcall: no count of its own, no words of its own)."""
+    if _COUNT_LEVELS:
+        Py_EnterRecursiveCall("")
+    try:
+        if key is _MISSING:
+            return function(first)
+        if values is _MISSING:
+            return function(first, key)
+        return function(first, key, values)
+    finally:
+        if _COUNT_LEVELS:
+            Py_LeaveRecursiveCall()
+
+
+cdef object _read(object metadata):
+    """A self for grpc's own method that reads self._metadata alone: its Python frame, as grpc's, counts towards
+    the recursion limit where a Metadata is another's _metadata. Made without a call, which CPython would count."""
+    cdef _Read read = _Read.__new__(_Read)
+    read.held = metadata
+    return read
+
+
+cdef int _str_keys(object ordered) except -2:
+    """1 when every key of an exact OrderedDict is an exact str; 0 if one is not; -1 when it is empty."""
+    cdef Py_ssize_t position = 0
+    cdef PyObject *key
+    cdef PyObject *values
+    cdef int found = -1
+    with cython.critical_section(ordered):
+        while PyDict_Next(ordered, &position, &key, &values):
+            found = _str_exact(key)
+            if not found:
+                break
+    return found
+
+
+MetadataIterator = fastcommon_iterator_type()  # iterator.h
+
+
+cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
+    def start(metadata):
+        """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact
+        OrderedDict of exact str keys, given back for the iterator to walk; None when it is empty; else grpc's own
+        generator over it."""
+        ordered = metadata._metadata
+        if _plain_ordered_dict(ordered):
+            str_keys = _str_keys(ordered)
+            if str_keys:
+                return ordered if str_keys > 0 else None
+        generator = own(_read(ordered))
+        if not PyIter_Check(generator):  # grpc's gives a generator; anything else is refused as iter() refuses it
+            raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
+        return generator
+
+    @cython.binding(True)
+    @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
+    def __iter__(self):
+        fastcommon_count(counter)
+        return fastcommon_iterator_new(MetadataIterator, self, start)
+
+    return __iter__
+
+
+cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    @cython.always_allow_keywords(True)
+    def __len__(self):
+        cdef Py_ssize_t total = 0, position = 0
+        cdef PyObject *key
+        cdef PyObject *values
+        fastcommon_count(counter)
+        metadata = self._metadata
+        if _plain_ordered_dict(metadata):  # exact str keys, exact lists:
+            with cython.critical_section(metadata):
+                while PyDict_Next(metadata, &position, &key, &values):
+                    if not (_str_exact(key) and _list_exact(values)):
+                        total = -1
+                        break
+                    total += fastcommon_list_size(values)
+            if total >= 0:
+                return total  # nothing to hash, nothing to call
+        return _deeper(own, _read(metadata))
+
+    return __len__
+
+
+cdef object _getitem(object self, object key, _Methods methods):
+    """grpc's __getitem__: self._metadata[key][0], and a KeyError for a missing first value."""
+    cdef PyObject *found
+    metadata = self._metadata
+    if type(metadata) is not _OrderedDict:
+        return _deeper(methods.own_getitem, _read(metadata), key)
+    try:
+        if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
+            raise KeyError(key)
+        values = <object>found
+        Py_DECREF(values)
+        if type(values) is list and len(<list>values):
+            return (<list>values)[0]
+        return values[0]
+    except (ValueError, IndexError) as error:
+        raise KeyError(f"{key!r}") from error
+
+
+cdef object _make_getitem(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def __getitem__(self, key):
+        fastcommon_count(counter)
+        return _getitem(self, key, methods)
+
+    return __getitem__
+
+
+cdef object _make_get(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def get(self, key, default=None):
+        fastcommon_count(counter)
+        try:
+            if type(self) is methods.cls and methods.getitem:  # self[key] is the __getitem__ made with it
+                fastcommon_count(methods.getitem_counter)
+                return _getitem(self, key, methods)
+            return self[key]
+        except KeyError:
+            return default
+
+    return get
+
+
+cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def get_all(self, key):
+        cdef PyObject *found
+        fastcommon_count(counter)
+        metadata = self._metadata
+        if not _plain_ordered_dict(metadata):
+            return _deeper(own, _read(metadata), key)
+        if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
+            values = <object>found
+            Py_DECREF(values)
+            return values
+        return []
+
+    return get_all
+
+
+cdef object _make_contains(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def __contains__(self, key):
+        fastcommon_count(counter)
+        if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
+            return _deeper(own, self, key)
+        metadata = self._metadata
+        if type(metadata) is not _OrderedDict:
+            return _deeper(own, _read(metadata), key)
+        return key in metadata
+
+    return __contains__
+
+
+cdef object _make_setitem(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def __setitem__(self, key, value):
+        fastcommon_count(counter)
+        _set_first_value(self, key, value)
+
+    return __setitem__
+
+
+cdef int _set_first_value(object self, object key, object value) except -1:
+    """grpc's __setitem__: [value] under a new key; else value in place of the first."""
+    if key not in self:
+        values = [value]
+    else:
+        current_values = self.get_all(key)
+        values = _first_replaced(value, current_values)
+    metadata = self._metadata
+    if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
+        _deeper(_assign, metadata, key, values)
+        return 0
+    with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+        metadata[key] = values
+    return 0
+
+
+cdef object _make_init_metadata(object own, _Methods methods, Py_ssize_t counter):
+    @cython.binding(True)
+    def _init_metadata(metadata=None, compression=None):
+        fastcommon_count(counter)
+        cls = methods.cls  # grpc.aio._channel's Metadata, as judged
+        if compression is None:
+            if metadata is None:  # metadata or Metadata()
+                return _construct(methods, ())
+            if type(metadata) is cls:
+                return metadata if metadata else _construct(methods, ())
+            if type(metadata) is tuple:
+                if not metadata:
+                    return _construct(methods, ())
+                if not _is_instance(methods, metadata):  # and an exact tuple is a Sequence
+                    if not methods.from_tuple:
+                        return cls.from_tuple(metadata)
+                    fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
+                    return _construct(methods, metadata)
+        return own(metadata, compression)
+
+    return _init_metadata
+
+
+# What replaces each method, by the name it has in its class: its maker, and what its class holds it in. The
+# registry (fastcommon/_registry.py) names what is replaced; fastcommon.patch() checks the two agree.
+_MAKERS = {
+    "__init__": _make_init,
+    "add": _make_add,
+    "from_tuple": _make_from_tuple,
+    "_create": _make_create,
+    "__len__": _make_len,
+    "__getitem__": _make_getitem,
+    "get": _make_get,
+    "get_all": _make_get_all,
+    "__contains__": _make_contains,
+    "__setitem__": _make_setitem,
+    "_init_metadata": _make_init_metadata,
+    "__iter__": _make_iter,
+}
+
+
+def metadata_methods(owns, cls, /, *, counters=None):
+    """What replaces grpc's own methods ``owns`` (by dotted name, grpc's own as its class holds it: a classmethod,
+    say), made together for exact instances of ``cls``, each of the kind of grpc's own; ``counters``: where each
+    counts its calls, by the same names (none counts without it)."""
+    cdef _Methods methods = _Methods.__new__(_Methods)
+    try:  # CPython's own check that object's allocation fits the class's layout, which is for good
+        if not isinstance(cls, type) or cls.__new__ is not object.__new__ or object.__new__(cls) is None:
+            raise TypeError("its __new__ is another")
+    except TypeError as error:
+        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}") from error
+    counters = dict(counters or {})
+    functions, kinds = {}, {}
+    for name, own in dict(owns).items():
+        attribute = name.rpartition(".")[2]
+        if attribute not in _MAKERS:
+            raise ValueError(f"fastcommon replaces no {name!r}")
+        kinds[attribute] = type(own) if isinstance(own, (classmethod, staticmethod)) else None
+        functions[attribute] = own.__func__ if kinds[attribute] is not None else own
+        if type(getattr(functions[attribute], "__globals__", None)) is not dict:
+            raise TypeError(f"metadata_methods() needs grpc's own {name} as its class holds it, not {own!r}")
+        counters[attribute] = counters.get(name, -1)
+        fastcommon_check_counter(counters[attribute], True)
+    methods.cls, methods.own_getitem = cls, functions.get("__getitem__")
+    methods.init, methods.add = "__init__" in functions, "add" in functions
+    methods.from_tuple, methods.getitem = "from_tuple" in functions, "__getitem__" in functions
+    methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
+    methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
+    made = {}
+    for name in owns:
+        attribute = name.rpartition(".")[2]
+        function = functions[attribute]
+        replacement = _MAKERS[attribute](function, methods, counters[attribute])
+        # grpc's names, doc and annotations, and __wrapped__ (inspect.signature, typing.get_type_hints and pickle by
+        # reference answer as for grpc's own)
+        functools.update_wrapper(replacement, function)
+        replacement.__annotations__ = function.__annotations__
+        made[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
+    return made
+
+
+def calls():
+    """The calls this module counted in this process (and its parent, before a fork), by counter."""
+    return counted_calls()
