@@ -5,7 +5,7 @@ python's own) with fastcommon's bootstrap directory first on PYTHONPATH. Python 
 ``_bootstrap/sitecustomize.py`` at start-up in the program and in every child that inherits that environment
 (multiprocessing's spawn and forkserver workers, ``subprocess`` runs of Python); fork children inherit the
 parent's state. The bootstrap calls ``grpc_imported`` once a process has imported grpc: only then is fastcommon
-imported and grpc patched, counting its calls for the report under ``--report`` (_report.py).
+imported and grpc patched, counting its calls for the report under ``--report`` (_ending.py, _report.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import sys
 import warnings
 from typing import NoReturn
 
+from . import _ending
 from ._implementation import FastcommonWarning
 from ._patching import patch
-from ._report import REPORT
 
 # Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
 REPLACE_PROCESS = sys.platform != "win32"
@@ -77,7 +77,7 @@ def grpc_imported() -> None:
     """Called by the bootstrap once this process has imported grpc: patch it, counting its calls under --report."""
     try:
         if reporting():
-            REPORT.start(os.environ.get(REPORT_VARIABLE, "") not in ("", "0"), os.environ.get(REPORT_FILE_VARIABLE))
+            _ending.start(os.environ.get(REPORT_VARIABLE, "") not in ("", "0"), os.environ.get(REPORT_FILE_VARIABLE))
         else:
             patch()
     except Exception as exc:  # a failure here must not take the program down with it
