@@ -21,12 +21,13 @@ from . import _implementation, _patching
 from ._report import REPORT, Report
 
 
-def start(to_stderr: bool, path: str | None) -> None:
-    """Patch grpc, counting; report as this process ends: on stderr, in the file at ``path``, or both."""
+def start(to_stderr: bool, full: bool, path: str | None) -> None:
+    """Patch grpc, counting; report as this process ends: on stderr (in full: a line per name), in the file at
+    ``path``, or both."""
     replaced = _patching.install(REPORT.counting)
     if not replaced:
         return
-    REPORT.begin(replaced, to_stderr, path)
+    REPORT.begin(replaced, to_stderr, full, path)
     atexit.register(REPORT.print)
     if hasattr(os, "register_at_fork"):  # not on Windows
         os.register_at_fork(after_in_child=forked)

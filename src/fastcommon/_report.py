@@ -19,9 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from . import __version__, _grpc, _implementation
-from ._registry import BY_NAME, METADATA_KINDS, NAMES, USER_AGENT
+from ._registry import BY_NAME, NAMES, USER_AGENT
 
 RUNS, CALLS_PER_RUN = 7, 2000  # what a saving per call is timed on: the best of RUNS runs of CALLS_PER_RUN calls
+WIDTH = 160  # no line of the block on stderr is longer
+NAME_WIDTH = max(map(len, NAMES))
 
 
 class Report:
@@ -33,7 +35,7 @@ class Report:
         self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours)
         self.baseline: dict[str, int] = {}
         self.printed = False
-        self.to_stderr = False
+        self.to_stderr = self.full = False
         self.path: str | None = None
 
     def counting(self, owns: dict[str, Any], metadata_class: Any) -> dict[str, Any]:
@@ -55,9 +57,10 @@ class Report:
 
         return counted
 
-    def begin(self, names: tuple[str, ...], to_stderr: bool, path: str | None) -> None:
-        """Count the calls of ``names`` from here on; report on stderr, in the file at ``path``, or both."""
-        self.names, self.to_stderr, self.path = names, to_stderr, path or None
+    def begin(self, names: tuple[str, ...], to_stderr: bool, full: bool, path: str | None) -> None:
+        """Count the calls of ``names`` from here on; report on stderr (in full: a line per name), in the file at
+        ``path``, or both."""
+        self.names, self.to_stderr, self.full, self.path = names, to_stderr, full, path or None
         self.count_from_here()
 
     def count_from_here(self) -> None:
@@ -80,7 +83,7 @@ class Report:
         self.printed = True
         summary = self.summary(self.calls(), time.process_time(), ended_by)
         if self.to_stderr:
-            sys.stderr.write(text(summary))
+            sys.stderr.write(text(summary, self.full))
             sys.stderr.flush()
         if self.path:
             append_line(self.path, json.dumps(summary, separators=(",", ":")) + "\n")
@@ -129,30 +132,66 @@ def _taken(function: Callable[..., Any]) -> Callable[..., Any]:
     return lambda m: tuple(function(m))
 
 
-def text(summary: dict[str, Any]) -> str:
-    """The block printed on stderr: what is patched, the calls, the time they saved and its share of the CPU."""
-    calls, cpu_seconds, saved = summary["calls"], summary["cpu_seconds"], summary["saved_seconds"]
-    share = f"{saved / cpu_seconds:.3%}" if cpu_seconds > 0 else "n/a"
-    left = summary["left_to_grpc"]
-    patched = ", ".join(calls) + (f"; left to grpc: {', '.join(left)}" if left else "")
-    # A method nobody called is listed among the uncalled; the four functions and _Metadatum always count.
-    uncalled = [name for name, count in calls.items() if not count and BY_NAME[name].kind in METADATA_KINDS]
-    counted = ", ".join(f"{name} {count:,}" for name, count in calls.items() if name not in uncalled)
-    counted += f"; not called: {', '.join(uncalled)}" if uncalled else ""
-    per_call = (
-        ", ".join(
-            f"{name} {f'{ns:.0f} ns' if ns else 'within noise'}" for name, ns in summary["saved_ns_per_call"].items()
-        )
-        or "-"
+def text(summary: dict[str, Any], full: bool = False) -> str:
+    """The block printed on stderr: what is patched, the calls most called first, and what they saved, in three
+    lines of at most WIDTH characters; in full, the calls and the saving of every name, a line each."""
+    calls, left = summary["calls"], summary["left_to_grpc"]
+    called = sorted((name for name, count in calls.items() if count), key=lambda name: -calls[name])
+    implementation = "compiled" if summary["implementation"] == "cython" else "pure Python"
+    ended = ", ended by SIGTERM" if summary["ended_by"] == "SIGTERM" else ""
+    head = (
+        f"fastcommon --report, process {summary['pid']} (grpcio {summary['grpcio']}, {implementation}){ended}: "
+        f"{len(calls)} of {len(calls) + len(left)} names patched"
     )
-    ended = " (ended by SIGTERM)" if summary["ended_by"] == "SIGTERM" else ""
-    return (
-        f"fastcommon --report, process {summary['pid']} ({summary['implementation']}, grpcio {summary['grpcio']})"
-        f"{ended}: grpc patched ({patched})\n"
-        f"  calls: {counted}\n"
-        f"  saved: {saved * 1e3:.3f} ms = {share} of this process's {cpu_seconds:.3f} s CPU"
-        f" (per call, timed at exit: {per_call})\n"
-    )
+    if left:
+        head = f"{head}, {len(left)} left to grpc" if full else _fitted(f"{head}, {len(left)} left to grpc: ", left)
+    if full:
+        return "\n".join([head, _saved(summary, []), *(_name_line(summary, name) for name in [*calls, *left])]) + "\n"
+    rest = f" ({len(calls) - len(called)} of {len(calls)} not called)" if len(called) < len(calls) else ""
+    counts = _fitted("  calls: ", [f"{name} {calls[name]:,}" for name in called], rest) if called else "  calls: none"
+    return f"{head}\n{counts}\n{_saved(summary, called)}\n"
+
+
+def _saved(summary: dict[str, Any], per_call: list[str]) -> str:
+    """The line of what the calls saved: in all, as a share of the process's CPU, and per call for ``per_call``."""
+    cpu_seconds, seconds = summary["cpu_seconds"], summary["saved_seconds"]
+    if summary["implementation"] == "python":
+        return "  saved: nothing (pure Python is no faster than grpc's own)"
+    if not any(summary["calls"].values()):
+        return "  saved: nothing (no calls)"
+    share = f"{seconds / cpu_seconds:.2%}" if cpu_seconds > 0 else "n/a"
+    line = f"  saved: {seconds * 1e3:.3f} ms, {share} of the process's {cpu_seconds:.3f} s CPU"
+    if not per_call:
+        return line
+    return _fitted(f"{line} (per call: ", [f"{name} {_ns(summary, name)}" for name in per_call], ")")
+
+
+def _name_line(summary: dict[str, Any], name: str) -> str:
+    """A name's line in the full report: its calls and what each saved, or that it is left to grpc."""
+    if name not in summary["calls"]:
+        return f"  {name:<{NAME_WIDTH}}  left to grpc"
+    count = summary["calls"][name]
+    line = f"  {name:<{NAME_WIDTH}} {count:>11,} call{'' if count == 1 else 's'}"
+    if not count or summary["implementation"] == "python":  # pure Python: nothing saved (the saved line says so)
+        return line
+    return f"{line}, saved per call: {_ns(summary, name)}"
+
+
+def _ns(summary: dict[str, Any], name: str) -> str:
+    """What one call of ``name`` saved, as a person reads it."""
+    ns = summary["saved_ns_per_call"][name]
+    return f"{ns:.0f} ns" if ns else "within noise"
+
+
+def _fitted(start: str, items: list[str], end: str = "") -> str:
+    """``start``, as many of ``items`` as keep the line within WIDTH characters (the rest counted), then ``end``."""
+    shown = len(items)
+    while True:
+        rest = f"(+{len(items) - shown} more)" if shown < len(items) else ""
+        line = start + " ".join(filter(None, [", ".join(items[:shown]), rest])) + end
+        if len(line) <= WIDTH or not shown:
+            return line
+        shown -= 1
 
 
 def append_line(path: str, line: str) -> None:
