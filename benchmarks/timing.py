@@ -5,9 +5,9 @@ import contextlib
 import math
 import statistics
 import time
-import timeit
 from itertools import repeat
 
+from fastcommon._report import ns_per_call  # noqa: F401  (the benchmarks time one call as --report does)
 from grpc_echo import REQUEST_HEADERS
 
 FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # grpc._common's, which fastcommon compiles
@@ -23,13 +23,6 @@ UNROLL = 10
 AIO_METADATA = {"aio call metadata, 10 headers": REQUEST_HEADERS, "aio call metadata, none": None}
 AIO_METADATA_GRPC = "grpc.aio"  # whose
 AIO_METADATA_FLOOR = "floor: tuple(metadata)"
-
-
-def ns_per_call(function, args, number, repeat=5):
-    """The best time of ``function(*args)`` in ns, in timeit's own loop (no lambda between)."""
-    names = ("a", "b", "c")[: len(args)]
-    timer = timeit.Timer(f"f({', '.join(names)})", globals={"f": function, **dict(zip(names, args, strict=False))})
-    return min(timer.repeat(number=number, repeat=repeat)) / number * 1e9
 
 
 def time_calls(loops, function, argument):

@@ -48,7 +48,7 @@ def outcome(function, *args):
 # Tests use fastcommon's public API, the compiled module's own (fastcommon.fast_common), and what is below: nothing
 # else of the package's private modules. docs/development.md says so.
 
-from fastcommon import _gate, _grpc, _implementation, _launcher, _patching, _registry, _report  # noqa: E402
+from fastcommon import _ending, _gate, _grpc, _implementation, _launcher, _patching, _registry, _report  # noqa: E402
 from fastcommon._gate import functions as _functions  # noqa: E402
 from fastcommon._gate import metadata as gate_metadata  # noqa: E402,F401  (the gate's class and Sequence of its own)
 from fastcommon._gate import metadata_probes as probes  # noqa: E402,F401  (the gate's scenarios, shared)
@@ -63,7 +63,7 @@ probe_values = _functions.probe_values
 Report, report_text = _report.Report, _report.text
 # The compiled relay of --report's SIGTERM handler: built on POSIX wherever fast_common is (a build without it is
 # broken, and its tests fail), absent from a pure-Python install.
-SIGTERM_RELAY = _report.sigterm_relay() is not None or (os.name, _implementation.IMPLEMENTATION) == ("posix", "cython")
+SIGTERM_RELAY = _ending.sigterm_relay() is not None or (os.name, _implementation.IMPLEMENTATION) == ("posix", "cython")
 BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _launcher.BOOTSTRAP_DIR,
     _launcher.REPORT_VARIABLE,
@@ -74,7 +74,7 @@ launcher, grpc_imported, suspended = _launcher, _launcher.grpc_imported, _patchi
 
 def relay_sigterm():
     """Put the compiled SIGTERM relay in front of CPython's handler, as the report does; whether it is there."""
-    return _report.sigterm_relay().relay_sigterm(_report._pthread_kill_address())
+    return _ending.sigterm_relay().relay_sigterm(_ending._pthread_kill_address())
 
 
 def home(name):

@@ -36,7 +36,8 @@ Everything after the script, or after -m MODULE, is the program's, passed on ver
 --report, -m and -- included.
 
 With --report, each patched process prints what it saved as it ends (on exit, or on SIGTERM where the
-program leaves SIGTERM at its default); with --report-file PATH it also appends one JSON line to PATH.
+program leaves SIGTERM at its default), in three lines; with --report-full, every name with its calls,
+a line each; with --report-file PATH it also appends one JSON line to PATH.
 
 examples:
   python -m fastcommon run server.py --port 50051
@@ -48,7 +49,7 @@ examples:
 
 
 RUN_USAGE = (
-    "python -m fastcommon run [-h] [--report] [--report-file PATH] [python options] "
+    "python -m fastcommon run [-h] [--report] [--report-full] [--report-file PATH] [python options] "
     "(file | -m MODULE | -c CODE | -) [args ...]"
 )
 
@@ -68,6 +69,11 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     run_parser.add_argument(
         "--report", action="store_true", help="each patched process prints its calls and the time saved as it ends"
+    )
+    run_parser.add_argument(
+        "--report-full",
+        action="store_true",
+        help="each prints every name with its calls and the time saved per call, a line each (implies --report)",
     )
     run_parser.add_argument(
         "--report-file",
@@ -123,7 +129,9 @@ def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
     if not program:
         run_parser.error("give a program to run: a file, -m MODULE, -c CODE or -")
     # python runs it, or says why not, as it would without fastcommon
-    _launcher.launch([*python_options, *program], report=parsed.report, report_file=parsed.report_file)
+    _launcher.launch(
+        [*python_options, *program], report=parsed.report, report_file=parsed.report_file, full=parsed.report_full
+    )
 
 
 def show_status() -> None:

@@ -5,7 +5,7 @@ python's own) with fastcommon's bootstrap directory first on PYTHONPATH. Python 
 ``_bootstrap/sitecustomize.py`` at start-up in the program and in every child that inherits that environment
 (multiprocessing's spawn and forkserver workers, ``subprocess`` runs of Python); fork children inherit the
 parent's state. The bootstrap calls ``grpc_imported`` once a process has imported grpc: only then is fastcommon
-imported and grpc patched, counting its calls for the report under ``--report`` (_report.py).
+imported and grpc patched, counting its calls for the report under ``--report`` (_ending.py, _report.py).
 """
 
 from __future__ import annotations
@@ -18,25 +18,26 @@ import sys
 import warnings
 from typing import NoReturn
 
+from . import _ending
 from ._implementation import FastcommonWarning
 from ._patching import patch
-from ._report import REPORT
 
 # Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
 REPLACE_PROCESS = sys.platform != "win32"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
-REPORT_VARIABLE = "FASTCOMMON_REPORT"  # "1": each adopted process reports on stderr as it ends
+REPORT_VARIABLE = "FASTCOMMON_REPORT"  # "1": each adopted process reports on stderr as it ends; REPORT_FULL: in full
+REPORT_FULL = "full"  # every name, a line each
 REPORT_FILE_VARIABLE = "FASTCOMMON_REPORT_FILE"  # a path: each also appends its report there, as a JSON line
 
 
-def environment(report: bool, report_file: str | None = None) -> dict[str, str]:
+def environment(report: bool, report_file: str | None = None, full: bool = False) -> dict[str, str]:
     """The environment a program runs in under `python -m fastcommon run`."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
     environ.pop(REPORT_VARIABLE, None)
     environ.pop(REPORT_FILE_VARIABLE, None)
-    if report or report_file:
-        environ[REPORT_VARIABLE] = "1"
+    if report or report_file or full:
+        environ[REPORT_VARIABLE] = REPORT_FULL if full else "1"
     if report_file:
         environ[REPORT_FILE_VARIABLE] = os.path.abspath(report_file)  # the program and its children may chdir
     return environ
@@ -55,11 +56,11 @@ def report_file_problem(path: str) -> str | None:
     return None if os.access(folder, os.W_OK | os.X_OK) else os.strerror(errno.EACCES)
 
 
-def launch(program: list[str], report: bool, report_file: str | None = None) -> NoReturn:
+def launch(program: list[str], report: bool, report_file: str | None = None, full: bool = False) -> NoReturn:
     """Run ``python [interpreter options] <program>`` in place of this process, adopted."""
     # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
     command = [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
-    environ = environment(report, report_file)
+    environ = environment(report, report_file, full)
     if REPLACE_PROCESS:
         os.execve(sys.executable, command, environ)
     # The program as a child, its status passed on. Ctrl+C reaches the whole console, the child
@@ -68,16 +69,19 @@ def launch(program: list[str], report: bool, report_file: str | None = None) -> 
     sys.exit(subprocess.call(command, env=environ))
 
 
-def reporting() -> bool:
-    """Whether this process was started to report (run --report or --report-file)."""
-    return os.environ.get(REPORT_VARIABLE, "") not in ("", "0") or bool(os.environ.get(REPORT_FILE_VARIABLE))
+def report_asked() -> tuple[bool, bool, str | None]:
+    """What this process was started to report (run --report, --report-full, --report-file): whether on stderr,
+    whether in full, and the file to append its JSON line to (or None)."""
+    asked = os.environ.get(REPORT_VARIABLE, "")
+    return asked not in ("", "0"), asked == REPORT_FULL, os.environ.get(REPORT_FILE_VARIABLE) or None
 
 
 def grpc_imported() -> None:
     """Called by the bootstrap once this process has imported grpc: patch it, counting its calls under --report."""
     try:
-        if reporting():
-            REPORT.start(os.environ.get(REPORT_VARIABLE, "") not in ("", "0"), os.environ.get(REPORT_FILE_VARIABLE))
+        to_stderr, full, path = report_asked()
+        if to_stderr or path:
+            _ending.start(to_stderr, full, path)
         else:
             patch()
     except Exception as exc:  # a failure here must not take the program down with it

@@ -1,5 +1,5 @@
 # cython: language_level=3, binding=False, freethreading_compatible=True, autotestdict=False
-"""The SIGTERM relay of ``run --report`` (_report.py), on POSIX.
+"""The SIGTERM relay of ``run --report`` (_ending.py), on POSIX.
 
 CPython runs a signal's Python handler in the main thread only. Where the kernel hands SIGTERM to another thread
 (one of grpc's) while the main thread waits with no timeout, CPython marks the signal and the main thread waits
@@ -7,7 +7,7 @@ on: the handler the report put where SIGTERM was at its default, which would hav
 The relay, a C signal handler in front of CPython's own, sends the signal on to the main thread, and CPython's
 handler marks it there, when the main thread takes it: it wakes, and runs the handler. So the Python handler
 never runs before the copy has arrived, and a SIGTERM after it is always a second one (which ends a process
-while it reports: _report.py). Only async-signal-safe calls, and errno as it was found.
+while it reports: _ending.py). Only async-signal-safe calls, and errno as it was found.
 """
 
 from libc.errno cimport errno
