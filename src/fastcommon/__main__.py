@@ -78,6 +78,14 @@ COMPARE_USAGE = (
 )
 
 
+def program_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, usage: str, description: str
+) -> argparse.ArgumentParser:
+    """A subcommand that runs a program (run, compare): its parser, its help in the style of run's."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    return commands.add_parser(name, help=summary, description=description, formatter_class=formatter, usage=usage)
+
+
 def program_arguments(parser: argparse.ArgumentParser, file_help: str) -> None:
     """The program's arguments, as run and compare take them: shown in the help; split_program parses them."""
     parser.add_argument("-m", metavar="MODULE", dest="module_help", help="run a module, as python -m does")
@@ -91,12 +99,8 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     parser = argparse.ArgumentParser(prog="python -m fastcommon", description=DESCRIPTION, formatter_class=formatter)
     commands = parser.add_subparsers(dest="command", title="commands", metavar="{check,run,compare}")
     commands.add_parser("check", help="exit 0 when patch() gives grpc all that fastcommon offers here; else 1, and why")
-    run_parser = commands.add_parser(
-        "run",
-        help="run a program with grpc patched in each of its processes",
-        description=RUN_DESCRIPTION,
-        formatter_class=formatter,
-        usage=RUN_USAGE,
+    run_parser = program_command(
+        commands, "run", "run a program with grpc patched in each of its processes", RUN_USAGE, RUN_DESCRIPTION
     )
     run_parser.add_argument(
         "--report", action="store_true", help="each patched process prints its calls and the time saved as it ends"
@@ -107,13 +111,8 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         help="also append each process's report to PATH as a JSON line (implies --report)",
     )
     program_arguments(run_parser, "the file or - (stdin), unless -m or -c; the program's arguments")
-    compare_parser = commands.add_parser(
-        "compare",
-        help="run a program stock, then patched (its tests one by one under pytest), and say what differs",
-        description=COMPARE_DESCRIPTION,
-        formatter_class=formatter,
-        usage=COMPARE_USAGE,
-    )
+    summary = "run a program stock, then patched (test by test under pytest), and say what differs"
+    compare_parser = program_command(commands, "compare", summary, COMPARE_USAGE, COMPARE_DESCRIPTION)
     compare_parser.add_argument(
         "--report", action="store_true", help="then print what each process of the patched run saved, as run --report"
     )
