@@ -1,4 +1,5 @@
-"""python -m fastcommon: what fastcommon does with the installed grpcio; check it; run a program with grpc patched."""
+"""python -m fastcommon: what fastcommon does with the installed grpcio; check it; run a program with grpc patched;
+compare a program's runs, stock and patched."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from typing import NoReturn
 
 import fastcommon
-from fastcommon import _gate, _grpc, _launcher, _patching, _verdict
+from fastcommon import _compare, _gate, _grpc, _launcher, _patching, _verdict
 from fastcommon._implementation import chosen
 from fastcommon._registry import BY_NAME, CLASS, HOMES, NAMES
 
@@ -23,6 +24,7 @@ examples:
   python -m fastcommon check
   python -m fastcommon run server.py --port 50051
   python -m fastcommon run -m mycompany.server --port 50051
+  python -m fastcommon compare -m pytest -q tests
 """
 
 RUN_DESCRIPTION = """\
@@ -47,25 +49,59 @@ examples:
   python -m fastcommon run -X dev -W error server.py
 """
 
+COMPARE_DESCRIPTION = """\
+Run a program twice, each time in a fresh process with stdin from /dev/null, and say whether
+anything differs: first stock, as plain python runs it (even where compare itself runs under run),
+then patched, as run runs it. The program and python's options before it are taken as run takes
+them (not -, stdin, which cannot run twice). Each run's stdout and stderr go to files in a
+temporary folder, kept when anything differs; progress goes to stderr, the verdict to stdout.
+
+Where the program runs pytest, a plugin of fastcommon's records each test's outcome as pytest counts
+it (passed, failed, skipped, xfailed, xpassed, error), and the two runs are compared test by test,
+by node id. For any program the exit statuses are compared, and with --stdout the standard output.
+
+Exit status: 0 when the two runs are the same, 1 when anything differs, 2 for a usage error.
+
+examples:
+  python -m fastcommon compare -m pytest -q tests
+  python -m fastcommon compare --report -m pytest -x tests/test_client.py
+  python -m fastcommon compare --stdout client.py --port 50051
+  python -m fastcommon compare -X dev -m mycompany.selftest
+"""
+
 
 RUN_USAGE = (
     "python -m fastcommon run [-h] [--report] [--report-full] [--report-file PATH] [python options] "
     "(file | -m MODULE | -c CODE | -) [args ...]"
 )
+COMPARE_USAGE = (
+    "python -m fastcommon compare [-h] [--report] [--stdout] [python options] (file | -m MODULE | -c CODE) [args ...]"
+)
 
 
-def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The command's parser and its run subcommand's."""
+def program_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, usage: str, description: str
+) -> argparse.ArgumentParser:
+    """A subcommand that runs a program (run, compare): its parser, its help in the style of run's."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    return commands.add_parser(name, help=summary, description=description, formatter_class=formatter, usage=usage)
+
+
+def program_arguments(parser: argparse.ArgumentParser, file_help: str) -> None:
+    """The program's arguments, as run and compare take them: shown in the help; split_program parses them."""
+    parser.add_argument("-m", metavar="MODULE", dest="module_help", help="run a module, as python -m does")
+    parser.add_argument("-c", metavar="CODE", dest="code_help", help="run code, as python -c does")
+    parser.add_argument("args", nargs="*", help=file_help)
+
+
+def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command's parser, and its run and compare subcommands'."""
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="python -m fastcommon", description=DESCRIPTION, formatter_class=formatter)
-    commands = parser.add_subparsers(dest="command", title="commands", metavar="{check,run}")
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="{check,run,compare}")
     commands.add_parser("check", help="exit 0 when patch() gives grpc all that fastcommon offers here; else 1, and why")
-    run_parser = commands.add_parser(
-        "run",
-        help="run a program with grpc patched in each of its processes",
-        description=RUN_DESCRIPTION,
-        formatter_class=formatter,
-        usage=RUN_USAGE,
+    run_parser = program_command(
+        commands, "run", "run a program with grpc patched in each of its processes", RUN_USAGE, RUN_DESCRIPTION
     )
     run_parser.add_argument(
         "--report", action="store_true", help="each patched process prints its calls and the time saved as it ends"
@@ -80,10 +116,15 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         metavar="PATH",
         help="also append each process's report to PATH as a JSON line (implies --report)",
     )
-    run_parser.add_argument("-m", metavar="MODULE", dest="module_help", help="run a module, as python -m does")
-    run_parser.add_argument("-c", metavar="CODE", dest="code_help", help="run code, as python -c does")
-    run_parser.add_argument("args", nargs="*", help="the file or - (stdin), unless -m or -c; the program's arguments")
-    return parser, run_parser
+    program_arguments(run_parser, "the file or - (stdin), unless -m or -c; the program's arguments")
+    summary = "run a program stock, then patched (test by test under pytest), and say what differs"
+    compare_parser = program_command(commands, "compare", summary, COMPARE_USAGE, COMPARE_DESCRIPTION)
+    compare_parser.add_argument(
+        "--report", action="store_true", help="then print what each process of the patched run saved, as run --report"
+    )
+    compare_parser.add_argument("--stdout", action="store_true", help="compare the standard output too, byte for byte")
+    program_arguments(compare_parser, "the file, unless -m or -c; the program's arguments")
+    return parser, run_parser, compare_parser
 
 
 PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
@@ -113,25 +154,40 @@ def split_program(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
     return ours, pythons, []
 
 
-def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
-    """Run a program under plain python, with every Python process of it adopted."""
+def parse_program(
+    parser: argparse.ArgumentParser, argv: list[str], stdin: bool
+) -> tuple[argparse.Namespace, list[str]]:
+    """A subcommand's options, parsed, and the program with python's options before it; a usage error is the parser's.
+    ``stdin``: whether the program may be read from stdin (-)."""
     options, python_options, program = split_program(argv)
-    parsed = run_parser.parse_args(options)
-    if parsed.report_file is not None and (problem := _launcher.report_file_problem(parsed.report_file)):
-        run_parser.error(f"argument --report-file: {parsed.report_file}: {problem}")
+    parsed = parser.parse_args(options)
     skipping = [
         flag for flag in SKIPS_STARTUP if any(o[:2] not in PYTHON_VALUE_OPTIONS and flag in o for o in python_options)
     ]
     if sys.flags.ignore_environment or sys.flags.no_site or skipping:
-        run_parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
+        parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
     if python_options[-1:] in (["-X"], ["-W"]) or program in (["-m"], ["-c"]):
-        run_parser.error(f"argument {(python_options[-1:] or program)[0]}: expected one argument")
+        parser.error(f"argument {(python_options[-1:] or program)[0]}: expected one argument")
     if not program:
-        run_parser.error("give a program to run: a file, -m MODULE, -c CODE or -")
+        parser.error(f"give a program to run: a file, -m MODULE, -c CODE{' or -' if stdin else ''}")
+    if program[0] == "-" and not stdin:
+        parser.error("cannot compare a program read from stdin (-): it runs twice")
+    return parsed, [*python_options, *program]
+
+
+def run(run_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
+    """Run a program under plain python, with every Python process of it adopted."""
+    parsed, program = parse_program(run_parser, argv, stdin=True)
+    if parsed.report_file is not None and (problem := _launcher.report_file_problem(parsed.report_file)):
+        run_parser.error(f"argument --report-file: {parsed.report_file}: {problem}")
     # python runs it, or says why not, as it would without fastcommon
-    _launcher.launch(
-        [*python_options, *program], report=parsed.report, report_file=parsed.report_file, full=parsed.report_full
-    )
+    _launcher.launch(program, report=parsed.report, report_file=parsed.report_file, full=parsed.report_full)
+
+
+def compare(compare_parser: argparse.ArgumentParser, argv: list[str]) -> NoReturn:
+    """Run a program stock, then patched, and say whether anything differs."""
+    parsed, program = parse_program(compare_parser, argv, stdin=False)
+    sys.exit(_compare.compare(program, report=parsed.report, stdout=parsed.stdout))
 
 
 def show_status() -> None:
@@ -171,10 +227,12 @@ def check() -> int:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    parser, run_parser = parsers()
+    parser, run_parser, compare_parser = parsers()
     try:
         if argv[:1] == ["run"]:
             run(run_parser, argv[1:])
+        if argv[:1] == ["compare"]:
+            compare(compare_parser, argv[1:])
         if unknown := [arg for arg in argv if arg.startswith("-") and arg not in ("-h", "--help")][:1]:
             parser.error(f"unrecognized arguments: {unknown[0]}")  # before argparse takes what follows for a command
         args = parser.parse_args(argv)

@@ -43,6 +43,18 @@ def environment(report: bool, report_file: str | None = None, full: bool = False
     return environ
 
 
+def stock_environment() -> dict[str, str]:
+    """The current environment without what `run` adds: a program started in it runs stock."""
+    environ = dict(os.environ)
+    ours = os.path.normcase(BOOTSTRAP_DIR)
+    kept = [entry for entry in environ.pop("PYTHONPATH", "").split(os.pathsep) if os.path.normcase(entry) != ours]
+    if any(kept):
+        environ["PYTHONPATH"] = os.pathsep.join(kept)
+    environ.pop(REPORT_VARIABLE, None)
+    environ.pop(REPORT_FILE_VARIABLE, None)
+    return environ
+
+
 def report_file_problem(path: str) -> str | None:
     """Why reports cannot be appended to ``path`` (a directory, a folder that is missing, no permission), or None.
     Nothing is created: the file appears with the first process that reports."""
@@ -56,17 +68,22 @@ def report_file_problem(path: str) -> str | None:
     return None if os.access(folder, os.W_OK | os.X_OK) else os.strerror(errno.EACCES)
 
 
+def command(program: list[str]) -> list[str]:
+    """``python [interpreter options] <program>``: the command that runs the program with this interpreter."""
+    # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
+    return [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
+
+
 def launch(program: list[str], report: bool, report_file: str | None = None, full: bool = False) -> NoReturn:
     """Run ``python [interpreter options] <program>`` in place of this process, adopted."""
-    # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
-    command = [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
+    python = command(program)
     environ = environment(report, report_file, full)
     if REPLACE_PROCESS:
-        os.execve(sys.executable, command, environ)
+        os.execve(sys.executable, python, environ)
     # The program as a child, its status passed on. Ctrl+C reaches the whole console, the child
     # included; this process only waits for it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(subprocess.call(command, env=environ))
+    sys.exit(subprocess.call(python, env=environ))
 
 
 def report_asked() -> tuple[bool, bool, str | None]:
