@@ -13,6 +13,7 @@ Both record files are read by fastcommon/_implementation.py.
 """
 
 import os
+import runpy
 import subprocess
 import sys
 
@@ -21,8 +22,9 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 LIMITED_API_VERSION = (3, 11)  # the oldest CPython the abi3 wheel installs on
-BUILD_ERROR_FILE = "_extension_build_error.txt"
-BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
+# fastcommon's variables, each named once, and how a flag is read (_environment.py imports nothing of the package)
+ENVIRONMENT = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "src/fastcommon/_environment.py"))
+flag = ENVIRONMENT["flag"]
 
 
 PURE = "fastcommon is installed as pure Python (correct, but slower)."
@@ -35,10 +37,6 @@ LOST_WITHOUT = {  # what a failed build of each extension leaves out
 }
 
 
-def flag(name):
-    return os.environ.get(name, "") not in ("", "0")
-
-
 class OptionalBuildExt(build_ext):
     """build_ext that turns a compiler failure into a pure-Python install."""
 
@@ -49,13 +47,13 @@ class OptionalBuildExt(build_ext):
         super().run()
 
     def record(self, ext):
-        return os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), BUILD_ERROR_FILE)
+        return os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), ENVIRONMENT["BUILD_ERROR_FILE"])
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as exc:
-            if flag("FASTCOMMON_REQUIRE_EXTENSIONS"):
+            if flag(ENVIRONMENT["REQUIRE_EXTENSIONS"]):
                 raise
             message = f"{ext.name}: {type(exc).__name__}: {exc}"
             banner = "*" * 75
@@ -70,7 +68,7 @@ class OptionalBuildExt(build_ext):
             with open(record, "a", encoding="utf-8") as file:
                 file.write(message + "\n")
         else:
-            if flag("FASTCOMMON_REQUIRE_EXTENSIONS"):
+            if flag(ENVIRONMENT["REQUIRE_EXTENSIONS"]):
                 check_that_it_imports(ext.name, self.get_ext_fullpath(ext.name))
 
 
@@ -90,18 +88,20 @@ class BuildPyRecordingPurpose(build_py):
 
     def run(self):
         super().run()
-        if flag("FASTCOMMON_NO_EXTENSIONS"):
-            with open(os.path.join(self.build_lib, "fastcommon", BUILT_WITHOUT_EXTENSIONS_FILE), "w") as file:
-                file.write("FASTCOMMON_NO_EXTENSIONS=1\n")
+        if flag(ENVIRONMENT["NO_EXTENSIONS"]):
+            with open(
+                os.path.join(self.build_lib, "fastcommon", ENVIRONMENT["BUILT_WITHOUT_EXTENSIONS_FILE"]), "w"
+            ) as file:
+                file.write(f"{ENVIRONMENT['NO_EXTENSIONS']}=1\n")
 
 
 def extensions():
-    if flag("FASTCOMMON_NO_EXTENSIONS"):
+    if flag(ENVIRONMENT["NO_EXTENSIONS"]):
         return []
     from Cython.Build import cythonize
 
     macros = []
-    if flag("FASTCOMMON_LIMITED_API"):
+    if flag(ENVIRONMENT["LIMITED_API"]):
         version = "0x{:02X}{:02X}0000".format(*LIMITED_API_VERSION)
         macros = [("Py_LIMITED_API", version), ("CYTHON_LIMITED_API", "1")]
     # What grpc calls: the conversions, grpc.aio's Metadata methods, the metadata entry constructor (which writes a
@@ -127,7 +127,7 @@ def extensions():
 
 
 def options():
-    if flag("FASTCOMMON_LIMITED_API") and not flag("FASTCOMMON_NO_EXTENSIONS"):
+    if flag(ENVIRONMENT["LIMITED_API"]) and not flag(ENVIRONMENT["NO_EXTENSIONS"]):
         # A build folder of its own: a per-version build's extensions left in build/lib.* would go into the abi3
         # wheel beside its own, and win at import (pip builds in the checkout).
         return {

@@ -9,6 +9,9 @@ import sys
 import hypothesis
 import pytest
 
+from fastcommon._environment import REQUIRE_EXTENSIONS as REQUIRE
+from fastcommon._environment import flag
+
 # The tests start subprocesses while grpc servers run in this process. grpcio's fork handlers then
 # abort the child now and then (seen with grpcio 1.80 on CPython 3.9, whose subprocess forks rather
 # than vforks), before it even execs; the tests never fork without exec, so they need no fork support.
@@ -31,7 +34,7 @@ if sys.flags.dev_mode and hasattr(sys, "gettotalrefcount") and sys.version_info 
 # .ci/free-threaded run the suite without it, and say so with this variable: the tests that need grpc skip, and
 # the oracle is grpc's own code taken from grpcio's source (tests/grpc_source.py), or, where none is given, the
 # parity tests skip too: fastcommon is never compared with itself. Nowhere else.
-WITHOUT_GRPCIO = os.environ.get("FASTCOMMON_TESTS_WITHOUT_GRPCIO", "") not in ("", "0")
+WITHOUT_GRPCIO = flag("FASTCOMMON_TESTS_WITHOUT_GRPCIO")
 try:
     from grpc import _common as _oracle_module
 except ImportError:
@@ -57,14 +60,14 @@ METADATA_METHODS = (
 if HAVE_GRPCIO:
     # grpc's own objects are the oracle, taken before any test can patch grpc. Under `python -m fastcommon
     # run -m pytest` grpc is patched as soon as it is imported; its own are then the ones fastcommon replaced.
-    GRPC_ORACLE = {name: helpers.grpcs_own(name) for name in FUNCTIONS}
-    GRPC_METADATUM = helpers.grpcs_own("_Metadatum")  # grpc's metadata entry class
+    GRPC_ORACLE = {name: helpers.original(name) for name in FUNCTIONS}
+    GRPC_METADATUM = helpers.original("_Metadatum")  # grpc's metadata entry class
     # grpc.aio's Metadata methods and _init_metadata, as their classes hold them; those this grpcio has.
-    GRPC_METADATA_OWNS = {name: own for name in METADATA_METHODS if (own := helpers.grpcs_own(name)) is not None}
+    GRPC_METADATA_ORIGINALS = {name: own for name in METADATA_METHODS if (own := helpers.original(name)) is not None}
     assert all(function.__module__ == "grpc._common" for function in GRPC_ORACLE.values()), GRPC_ORACLE
 else:
     GRPC_ORACLE = None if _oracle_module is None else {name: getattr(_oracle_module, name) for name in FUNCTIONS}
-    GRPC_METADATUM, GRPC_METADATA_OWNS = None, {}  # for the modules that import them, then skip
+    GRPC_METADATUM, GRPC_METADATA_ORIGINALS = None, {}  # for the modules that import them, then skip
 
 # Under `python -m fastcommon run -m pytest`, this process is adopted by now (it has imported grpc), and every
 # child would inherit the adoption. The children the tests start are experiments with environments of their
@@ -82,7 +85,7 @@ hypothesis.settings.register_profile("dev", max_examples=300, deadline=None)
 hypothesis.settings.register_profile("ci", max_examples=5000, deadline=None, print_blob=True)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
-REQUIRE_EXTENSIONS = os.environ.get("FASTCOMMON_REQUIRE_EXTENSIONS", "") not in ("", "0")
+REQUIRE_EXTENSIONS = flag(REQUIRE)
 
 
 def abi3_build():
@@ -99,7 +102,7 @@ def expected_patch():
 
     if fastcommon.IMPLEMENTATION != "cython":
         return FUNCTIONS
-    return (*FUNCTIONS, *(() if abi3_build() else ("_Metadatum",)), *GRPC_METADATA_OWNS)
+    return (*FUNCTIONS, *(() if abi3_build() else ("_Metadatum",)), *GRPC_METADATA_ORIGINALS)
 
 
 def pytest_report_header():

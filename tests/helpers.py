@@ -48,7 +48,19 @@ def outcome(function, *args):
 # Tests use fastcommon's public API, the compiled module's own (fastcommon.fast_common), and what is below: nothing
 # else of the package's private modules. docs/development.md says so.
 
-from fastcommon import _ending, _gate, _grpc, _implementation, _launcher, _patching, _registry, _report  # noqa: E402
+from fastcommon import (  # noqa: E402
+    _ending,
+    _environment,
+    _gate,
+    _grpc,
+    _implementation,
+    _launcher,
+    _patching,
+    _registry,
+    _report,
+    _status,
+)
+from fastcommon._gate import copies as gate_copies  # noqa: E402,F401  (what the gate probes with)
 from fastcommon._gate import functions as _functions  # noqa: E402
 from fastcommon._gate import metadata as gate_metadata  # noqa: E402,F401  (the gate's class and Sequence of its own)
 from fastcommon._gate import metadata_probes as probes  # noqa: E402,F401  (the gate's scenarios, shared)
@@ -59,6 +71,7 @@ HOMES = _registry.HOMES
 TESTED_GRPCIO = _registry.TESTED_GRPCIO
 USER_AGENT = _registry.USER_AGENT
 Recorder = _functions.Recorder  # what the gate's probes log on, in place of grpc._common's _LOGGER
+ProbeError = _functions._ProbeError  # what the probes' (de)serializer raises
 probe_values = _functions.probe_values
 Report, report_text = _report.Report, _report.text
 # The compiled relay of --report's SIGTERM handler: built on POSIX wherever fast_common is (a build without it is
@@ -66,9 +79,10 @@ Report, report_text = _report.Report, _report.text
 SIGTERM_RELAY = _ending.sigterm_relay() is not None or (os.name, _implementation.IMPLEMENTATION) == ("posix", "cython")
 BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _launcher.BOOTSTRAP_DIR,
-    _launcher.REPORT_VARIABLE,
-    _launcher.REPORT_FILE_VARIABLE,
+    _environment.REPORT,
+    _environment.REPORT_FILE,
 )
+flag = _environment.flag  # how fastcommon reads a flag of the environment
 launcher, grpc_imported, suspended = _launcher, _launcher.grpc_imported, _patching.suspended
 
 
@@ -87,20 +101,29 @@ def counter(name):
     return _registry.BY_NAME[name].counter
 
 
-def holder(name):
-    """(the object whose own __dict__ holds ``name``, the key there): setattr(*holder(name), x) puts x in grpc."""
-    return _grpc.holder(name, _grpc.modules())
+def owner(name):
+    """(the object whose own __dict__ holds ``name``, the key there): setattr(*owner(name), x) puts x in grpc."""
+    return _grpc.owner(name)
 
 
-def held(name):
+def current(name):
     """What grpc holds under ``name`` now (a classmethod as its class keeps it), or None."""
-    return _grpc.held(name, _grpc.modules())
+    return _grpc.current(name)
 
 
-def grpcs_own(name=None):
-    """grpc's own object for ``name`` (all of them, by name, without one), fastcommon's in place or not."""
-    owns = _patching.grpcs_own()
-    return owns if name is None else owns[name]
+def original(name):
+    """grpc's original for ``name``, fastcommon's replacement in place or not."""
+    return _patching.originals()[name]
+
+
+def status():
+    """The lines `python -m fastcommon` prints."""
+    return _status.status()
+
+
+def check():
+    """What `python -m fastcommon check` says: its exit status, and its lines."""
+    return _status.check()
 
 
 def verdicts():
@@ -108,20 +131,20 @@ def verdicts():
     return {name: verdict.reason for name, verdict in _patching.verdicts().items()}
 
 
-def unoffered(name):
-    """Why fastcommon has nothing to put in place of ``name`` here (pure Python, abi3, grpc has none), or None."""
+def unavailable(name):
+    """Why fastcommon has no replacement for ``name`` here (pure Python, abi3, grpc has none), or None."""
     verdict = _patching.verdicts()[name]
-    return None if verdict.offered else verdict.reason
+    return None if verdict.available else verdict.reason
 
 
 def unknown():
     """What of the installed grpcio the gate does not know, by name, as .ci/next-grpcio prints it."""
-    return _gate.unknown(_patching.grpcs_own())
+    return _gate.unknown(_patching.originals())
 
 
 def replacement(name):
     """What fastcommon put in place of ``name`` (KeyError where it replaced nothing by that name)."""
-    return _patching.replacement(name)
+    return _patching._installed[name][1]
 
 
 def forget_patch():
@@ -157,13 +180,12 @@ def first_difference(name, grpcs, ours):
     return _functions.difference(name, _registry.BY_NAME[name].arguments, grpcs, ours)
 
 
-def metadata_differences(names, owns):
-    """The gate's probes of grpc.aio's Metadata methods ``names``, grpc's own being ``owns`` (by name): why each of
-    fastcommon's may not replace grpc's, or None."""
-    probed = {name: owns[name] for name in names}
+def metadata_differences(names, originals):
+    """The gate's probes of grpc.aio's Metadata methods ``names``, grpc's own being ``originals`` (by name): why each
+    of fastcommon's may not replace grpc's, or None."""
+    probed = {name: originals[name] for name in names}
     init_metadata = next((name for name in probed if _registry.BY_NAME[name].kind == _registry.STATICMETHOD), None)
-    cls = _grpc.metadata_class(_grpc.modules())
-    return _gate.metadata.differences(probed, cls, _implementation.metadata_methods, init_metadata)
+    return _gate.metadata.differences(probed, _grpc.metadata_class(), _implementation.metadata_methods, init_metadata)
 
 
 def trust_metadatum_shape(monkeypatch):

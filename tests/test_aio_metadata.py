@@ -7,7 +7,7 @@ import sys
 import warnings
 
 import pytest
-from conftest import GRPC_METADATA_OWNS, NEEDS_GRPCIO, expected_patch
+from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO, expected_patch
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -27,14 +27,16 @@ import fastcommon
 from grpc_echo import aio_echo_server
 
 Metadata = grpc_metadata.Metadata
-OFFERED = tuple(name for name in expected_patch() if name in GRPC_METADATA_OWNS)
+OFFERED = tuple(name for name in expected_patch() if name in GRPC_METADATA_ORIGINALS)
 compiled_methods = pytest.mark.skipif(not OFFERED, reason="fastcommon builds no Metadata methods here: pure Python")
-HAS_CREATE = "Metadata._create" in GRPC_METADATA_OWNS  # grpcio 1.80 and later
+HAS_CREATE = "Metadata._create" in GRPC_METADATA_ORIGINALS  # grpcio 1.80 and later
 
 
 def grpc_metadata_owns():
     """grpc's own methods of its Metadata class that fastcommon offers here, by the names fastcommon gives them."""
-    return {name: own for name, own in GRPC_METADATA_OWNS.items() if name.startswith("Metadata.") and name in OFFERED}
+    return {
+        name: own for name, own in GRPC_METADATA_ORIGINALS.items() if name.startswith("Metadata.") and name in OFFERED
+    }
 
 
 def stock_class():
@@ -58,16 +60,16 @@ def test_patch_puts_fastcommons_methods_on_grpcs_own_class_and_unpatch_takes_the
         assert set(OFFERED) <= set(replaced)
         assert grpc.aio.Metadata is Metadata and type(Metadata) is type(stock_class())
         for name in OFFERED:
-            assert helpers.held(name) is not GRPC_METADATA_OWNS[name] and fastcommon.is_patched(name)
-            own, ours, wrapping = GRPC_METADATA_OWNS[name], helpers.held(name), (classmethod, staticmethod)
+            assert helpers.current(name) is not GRPC_METADATA_ORIGINALS[name] and fastcommon.is_patched(name)
+            own, ours, wrapping = GRPC_METADATA_ORIGINALS[name], helpers.current(name), (classmethod, staticmethod)
             assert type(ours) is type(own) if isinstance(own, wrapping) else not isinstance(ours, wrapping)
             own, ours = (getattr(method, "__func__", method) for method in (own, ours))
             assert (inspect.signature(ours), ours.__doc__) == (inspect.signature(own), own.__doc__)
         metadata = Metadata(("k", "v"))
         assert isinstance(metadata, Metadata) and isinstance(metadata, grpc.aio.Metadata)
         assert type(iter(metadata)).__name__ == "MetadataIterator"  # what a user can see: it is not a generator
-    for name, own in GRPC_METADATA_OWNS.items():
-        assert helpers.held(name) is own
+    for name, own in GRPC_METADATA_ORIGINALS.items():
+        assert helpers.current(name) is own
 
 
 KEY = st.one_of(st.text(max_size=12), st.sampled_from(["a", "b", "user-agent", "x-bin"]), st.integers(0, 3))
@@ -101,7 +103,7 @@ def test_keys_and_pairs_that_run_code_midway_end_as_with_stock_grpc(scenario):
     def making(init_metadata):
         return lambda cls: hostile.run(scenario, cls, init_metadata, Metadata)
 
-    stock = probes.outcome(making(GRPC_METADATA_OWNS["_BaseMultiCallable._init_metadata"].__func__), stock_class())
+    stock = probes.outcome(making(GRPC_METADATA_ORIGINALS["_BaseMultiCallable._init_metadata"].__func__), stock_class())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with fastcommon.patched():
@@ -382,7 +384,7 @@ def test_the_replaced_methods_leave_refcounts_flat():
 
 
 def changed_in_grpc(monkeypatch, name, changed):
-    monkeypatch.setattr(*helpers.holder(name), changed)
+    monkeypatch.setattr(*helpers.owner(name), changed)
 
 
 @compiled_methods
@@ -398,7 +400,7 @@ def test_a_method_grpc_changed_stays_grpcs_with_one_warning_naming_it(monkeypatc
     with pytest.warns(fastcommon.FastcommonWarning) as warned:
         replaced = fastcommon.patch()
     try:
-        assert len(warned) == 1 and name not in replaced and helpers.held(name) is changed
+        assert len(warned) == 1 and name not in replaced and helpers.current(name) is changed
         reason = "its code is not one fastcommon's suite ran against" if gate == "fingerprint" else "it differs on"
         assert f"{name} in {helpers.home(name)} ({reason}" in str(warned[0].message)
         assert set(replaced) == set(expected_patch()) - {name}  # the others replaced
@@ -435,7 +437,7 @@ def test_a_metadata_class_grpc_changed_leaves_all_its_methods_to_grpc(monkeypatc
     with pytest.warns(fastcommon.FastcommonWarning) as warned:
         replaced = fastcommon.patch()
     fastcommon.unpatch()
-    assert len(warned) == 1 and not set(replaced) & set(GRPC_METADATA_OWNS)
+    assert len(warned) == 1 and not set(replaced) & set(GRPC_METADATA_ORIGINALS)
     message = str(warned[0].message)
     assert "Metadata class is not the one fastcommon's suite ran against (it lacks: " in message and lacking in message
 
@@ -449,12 +451,12 @@ def test_a_method_this_grpcio_lacks_stays_so_without_a_warning(monkeypatch):
         replaced = fastcommon.patch()
     fastcommon.unpatch()
     assert "Metadata._create" not in replaced and "Metadata.__init__" in replaced
-    assert helpers.unoffered("Metadata._create") == f"grpcio {grpc.__version__} has no Metadata._create of its own"
+    assert helpers.unavailable("Metadata._create") == f"grpcio {grpc.__version__} has no Metadata._create of its own"
 
 
 @compiled_methods
 def test_the_probes_pass_grpcs_own_and_name_each_change_among_the_others():
-    owns = {name: own for name, own in GRPC_METADATA_OWNS.items() if name in OFFERED}
+    owns = {name: own for name, own in GRPC_METADATA_ORIGINALS.items() if name in OFFERED}
     assert helpers.metadata_differences(list(owns), owns) == dict.fromkeys(owns)
     for name, changed in MADE_UP_CHANGES.items():
         if name in owns:

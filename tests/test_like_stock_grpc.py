@@ -17,7 +17,7 @@ import weakref
 
 import helpers
 import pytest
-from conftest import GRPC_METADATA_OWNS, NEEDS_GRPCIO
+from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -43,7 +43,7 @@ def assert_like_stock(scenario, *names):
     stays grpc's fails it: stock compared with stock shows nothing."""
     assert names, "name what the scenario compares"
     for name in names:
-        if why := helpers.unoffered(name):
+        if why := helpers.unavailable(name):
             pytest.skip(f"{name}: {why}")
     stock = outcome(scenario)
     with warnings.catch_warnings():
@@ -174,7 +174,21 @@ ENTRY_CLASS_READS = {
     "a dict keyed by the class": lambda cls: [{type(cls("k", "v")): 1}.get(cls), {cls: 1}.get(type(cls("k", "v")))],
     "cls | None": lambda cls: [repr(cls | None), repr(None | cls), repr(cls | int)],
     "a weak reference": lambda cls: weakref.ref(cls)() is cls,
+    "issubclass(cls, cls)": lambda cls: issubclass(cls, cls),
+    "== an object that declines": lambda cls: _declining(cls),
 }
+
+
+def _declining(cls):
+    """cls == an object whose __eq__ returns NotImplemented: how often it is asked, and the answer."""
+    asked = []
+
+    class Declines:
+        def __eq__(self, other):
+            asked.append(other is cls)
+            return NotImplemented
+
+    return Declines() == cls, cls == Declines(), asked
 
 
 def _subclass(cls):
@@ -193,12 +207,12 @@ def test_the_entry_class_reads_as_grpcs_namedtuple(read):
 # ---------------------------------------------------------------- grpc.aio's Metadata
 
 
-@pytest.mark.parametrize("name", sorted(GRPC_METADATA_OWNS))
+@pytest.mark.parametrize("name", sorted(GRPC_METADATA_ORIGINALS))
 def test_a_replaced_method_answers_for_itself_as_grpcs_own(name):
     """Its names, doc, annotations, type hints, signature; pickled by reference, it comes back as itself."""
 
     def scenario():
-        found = getattr(helpers.holder(name)[0], name.rpartition(".")[2])  # as users reach it: Metadata.get
+        found = getattr(helpers.owner(name)[0], name.rpartition(".")[2])  # as users reach it: Metadata.get
         function = getattr(found, "__func__", found)
         return [
             function.__name__, function.__qualname__, function.__module__, function.__doc__,

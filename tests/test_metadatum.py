@@ -155,7 +155,7 @@ def test_patch_replaces_the_class_where_offered_and_unpatch_restores_it():
             assert type(cygrpc._Metadatum("k", "v")) is GRPC_METADATUM
         else:
             assert cygrpc._Metadatum is GRPC_METADATUM
-            assert helpers.unoffered("_Metadatum").startswith(
+            assert helpers.unavailable("_Metadatum").startswith(
                 "fastcommon runs pure Python here" if fastcommon.IMPLEMENTATION == "python" else "this build"
             )
     finally:

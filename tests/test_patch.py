@@ -15,7 +15,7 @@ import helpers
 from changed_grpc import MADE_UP_CHANGES, decode_with_an_unprobed_branch, zero_copy_deserialize
 from conftest import (
     FUNCTIONS,
-    GRPC_METADATA_OWNS,
+    GRPC_METADATA_ORIGINALS,
     GRPC_METADATUM,
     GRPC_ORACLE,
     METADATA_METHODS,
@@ -40,8 +40,8 @@ def assert_stock():
     for name in NAMES:
         assert getattr(grpc_common, name) is GRPC_ORACLE[name]
     assert cygrpc._Metadatum is GRPC_METADATUM
-    for name, own in GRPC_METADATA_OWNS.items():
-        assert helpers.held(name) is own
+    for name, own in GRPC_METADATA_ORIGINALS.items():
+        assert helpers.current(name) is own
 
 
 def patch_expecting_one_warning():
@@ -153,19 +153,24 @@ def test_probing_leaves_no_records_on_a_logger_bound_to_grpc_common(monkeypatch,
     assert records == []
 
 
-def test_only_the_probing_thread_logs_on_the_gates_recorder():
-    """While the gate probes, fastcommon's functions log on its recorder in its thread alone: a real failure in
-    another thread still reaches grpc._common's logger."""
+def test_while_the_gate_probes_only_its_probes_failures_are_kept_from_grpcs_logger():
+    """In the probing thread, fastcommon's functions log a probe's failure on the gate's recorder; any other failure
+    (a finalizer's in that thread, another thread's) reaches grpc._common's logger as it would have."""
     recorder = helpers.Recorder()
+
+    def probe(message):
+        raise helpers.ProbeError("probe")
+
     with captured_grpc_records() as records, helpers.probing(recorder):
         thread = threading.Thread(target=fastcommon.serialize, args=(b"x", lambda message: 1 / 0))
         thread.start()
         thread.join(timeout=30)
-        fastcommon.serialize(b"x", lambda message: 1 / 0)  # this thread's: the recorder's
-    assert [message for _, _, message, _, _ in records] == ["Exception serializing message!"]
-    assert recorder.records == [
-        (logging.ERROR, "Exception serializing message!", ZeroDivisionError, "division by zero")
-    ]
+        fastcommon.serialize(b"x", lambda message: 1 / 0)
+        fastcommon.serialize(b"x", probe)
+    assert [(message, kind) for _, _, message, kind, _ in records] == [
+        ("Exception serializing message!", ZeroDivisionError)
+    ] * 2
+    assert recorder.records == [(logging.ERROR, "Exception serializing message!", helpers.ProbeError, "probe")]
 
 
 class Spy(logging.Filter, logging.Handler):
@@ -271,12 +276,54 @@ def test_a_subclasshook_set_after_patch_is_asked_as_on_stock_grpc():
         assert answers() == stock == [True, True, "ab"]
 
 
+def test_judging_runs_no_class_creation_hook_of_grpcs_metadata(monkeypatch):
+    """The gate copies grpc's Metadata into classes of its own without running the __set_name__ of a descriptor a user
+    put on it, or an __init_subclass__ of its: stock grpc runs neither at patch()."""
+    from grpc.aio import Metadata
+
+    ran = []
+
+    class Once:
+        def __set_name__(self, owner, name):
+            ran.append(("__set_name__", owner))
+
+        def __get__(self, instance, owner=None):
+            return 1
+
+    monkeypatch.setattr(Metadata, "tag", Once(), raising=False)
+    monkeypatch.setattr(
+        Metadata, "__init_subclass__", classmethod(lambda cls: ran.append(("subclass", cls))), raising=False
+    )
+    helpers.forget_judgements()
+    with fastcommon.patched() as replaced:
+        assert replaced == PATCHED and ran == []
+
+
+def test_a_gate_that_cannot_judge_leaves_grpcs_own_and_says_why(monkeypatch):
+    """Whatever goes wrong while judging (an audit hook that refuses, a hook of a changed grpc that raises), patch()
+    does not raise: what could not be judged stays grpc's, named in its one warning."""
+
+    def refusing(*args, **kwargs):
+        raise PermissionError("refused by an audit hook")
+
+    monkeypatch.setattr(helpers._gate.functions, "difference", refusing)
+    replaced, message = patch_expecting_one_warning()
+    try:
+        assert replaced == BEYOND_FUNCTIONS
+        assert (
+            "encode in grpc._common (the gate could not judge it: PermissionError('refused by an audit hook'))"
+            in message
+        )
+    finally:
+        fastcommon.unpatch()
+
+
 def test_the_sequence_the_gates_probes_ask_answers_as_collections_abcs_for_every_argument_they_pass():
     import collections.abc
 
     from grpc.aio import Metadata
 
-    probe = helpers.gate_metadata.detached(Metadata, {})
+    probe = helpers.gate_copies.detached(Metadata, object)
     for label, (metadata, _) in helpers.probes.init_metadata_arguments(probe):
         expected = isinstance(metadata, collections.abc.Sequence)
         assert isinstance(metadata, helpers.gate_metadata.Sequence) is expected, label
@@ -421,17 +468,14 @@ def test_what_the_transformer_is_handed_and_how_failure_is_handled_are_compared(
     assert helpers.first_difference(name, changed, getattr(fastcommon, name)) is not None
 
 
-def status_lines(capsys):
+def status_lines():
     """The lines of `python -m fastcommon` about what patch() does, by the name they start with."""
-    from fastcommon.__main__ import show_status
-
-    show_status()
-    return {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if " in grpc." in line}
+    return {line.split()[0]: line for line in helpers.status() if " in grpc." in line}
 
 
-def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch, capsys):
+def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    lines = status_lines(capsys)
+    lines = status_lines()
     assert sorted(lines) == sorted([*NAMES, "_Metadatum", *METADATA_METHODS])
     for name, line in lines.items():  # each name as patch(), is_patched() and the report have it, then its home
         assert line.split()[1:3] == ["in", helpers.home(name)] and fastcommon.is_patched(name) is False
@@ -440,7 +484,7 @@ def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch, cap
         replaces += ", which buys nothing: fastcommon runs pure Python here"
     encode = helpers.fingerprint(GRPC_ORACLE["encode"])
     assert lines["encode"].split()[3:] == ["fingerprint", encode, *replaces.split()]
-    for name, own in GRPC_METADATA_OWNS.items():  # grpc.aio's Metadata methods are gated by theirs too
+    for name, own in GRPC_METADATA_ORIGINALS.items():  # grpc.aio's Metadata methods are gated by theirs too
         method = helpers.fingerprint(getattr(own, "__func__", own))
         assert lines[name].split()[3:5] == ["fingerprint", method]
     assert lines["_Metadatum"].split()[3:5] == ["fingerprint", "-"]  # a class, judged by shape
@@ -450,7 +494,7 @@ def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch, cap
         "patch() leaves grpc's own: its code is not one fastcommon's suite ran against"
     )
     with pytest.warns(fastcommon.FastcommonWarning), fastcommon.patched():
-        lines = status_lines(capsys)
+        lines = status_lines()
     decode = helpers.fingerprint(GRPC_ORACLE["decode"])
     assert lines["decode"].split()[3:5] == ["fingerprint", decode]
     assert lines["decode"].endswith("fastcommon's, patched in this process")
@@ -469,13 +513,11 @@ def test_check_passes_on_stock_grpc_with_the_compiled_module():
         )
 
 
-def test_check_fails_with_a_line_per_function_left_to_grpc(monkeypatch, capsys):
-    from fastcommon.__main__ import check
-
+def test_check_fails_with_a_line_per_function_left_to_grpc(monkeypatch):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
-    assert check() == 1
-    lines = capsys.readouterr().out.splitlines()
+    status, lines = helpers.check()
+    assert status == 1
     if fastcommon.IMPLEMENTATION == "python":
         lines.pop(0)  # that it buys nothing, first
     assert lines == [

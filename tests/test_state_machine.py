@@ -10,7 +10,6 @@ and judging (status, check, assess) has changed nothing and answers the same wha
 import asyncio
 import collections
 import contextlib
-import io
 import logging
 import os
 import select
@@ -18,7 +17,7 @@ import threading
 import warnings
 
 import pytest
-from conftest import GRPC_METADATA_OWNS, GRPC_METADATUM, GRPC_ORACLE, NEEDS_GRPCIO
+from conftest import GRPC_METADATA_ORIGINALS, GRPC_METADATUM, GRPC_ORACLE, NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -28,7 +27,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import fastcommon
-from fastcommon import __main__ as command_line
 from grpc_echo import aio_echo_server, echo_server
 
 try:
@@ -41,8 +39,8 @@ except ImportError:  # pure, or the Limited API (abi3)
     MetadatumConstructor = None
 
 HEADERS = (("x-state", "machine"), ("x-blob-bin", b"\x00\xff"), ("x-state", "again"))
-NAMES = tuple(name for name in helpers.NAMES if helpers.grpcs_own(name) is not None)  # what this grpcio has
-GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_OWNS}
+NAMES = tuple(name for name in helpers.NAMES if helpers.original(name) is not None)  # what this grpcio has
+GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_ORIGINALS}
 ODD = st.one_of(
     st.none(),
     st.integers(),
@@ -59,7 +57,7 @@ EXAMPLES = int(os.environ.get("FASTCOMMON_STATE_MACHINE_EXAMPLES", "20"))
 
 def in_grpc():
     """What grpc has now under every name fastcommon may replace (a class's own entry, for a method)."""
-    return {name: helpers.held(name) for name in NAMES}
+    return {name: helpers.current(name) for name in NAMES}
 
 
 def wrapping(there):
@@ -136,10 +134,7 @@ class Serving:
 
 
 def check_answer():
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        status = command_line.check()
-    return status, out.getvalue()
+    return helpers.check()
 
 
 class Fastcommon(RuleBasedStateMachine):
@@ -191,8 +186,7 @@ class Fastcommon(RuleBasedStateMachine):
     @rule()
     def status(self):
         before = in_grpc()
-        with contextlib.redirect_stdout(io.StringIO()):
-            command_line.show_status()
+        helpers.status()
         assert in_grpc() == before
 
     @rule()
@@ -200,7 +194,7 @@ class Fastcommon(RuleBasedStateMachine):
         before = in_grpc()
         answer = check_answer()
         assert in_grpc() == before
-        owners = tuple(helpers.grpcs_own(name) is GRPCS_OWN[name] for name in NAMES)
+        owners = tuple(helpers.original(name) is GRPCS_OWN[name] for name in NAMES)
         assert self.checked.setdefault(owners, answer) == answer  # whatever fastcommon has done since
         if all(owners):
             assert answer == self.stock_check
@@ -227,7 +221,7 @@ class Fastcommon(RuleBasedStateMachine):
         if name == "a constructor" and MetadatumConstructor is not None:
             function = MetadatumConstructor(GRPC_METADATUM, counter=4 if counted else -1)
         elif name == "grpc's _Metadatum now":
-            function = helpers.held("_Metadatum")
+            function = helpers.current("_Metadatum")
         elif name.startswith("counted "):
             function = getattr(fast_common.Counted(4), name.split()[1])
         else:
@@ -250,17 +244,17 @@ class Fastcommon(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES))
     def another_library_wraps(self, name):
-        there = helpers.held(name)
+        there = helpers.current(name)
         wrapper = wrapping(there)
-        setattr(*helpers.holder(name), wrapper)
+        setattr(*helpers.owner(name), wrapper)
         self.wrappers.append((name, there, wrapper))
 
     @precondition(lambda self: self.wrappers)
     @rule()
     def another_library_unwraps(self):
         name, there, wrapper = self.wrappers.pop()
-        if helpers.held(name) is wrapper:  # as fastcommon does: never undo someone else's later patch
-            setattr(*helpers.holder(name), there)
+        if helpers.current(name) is wrapper:  # as fastcommon does: never undo someone else's later patch
+            setattr(*helpers.owner(name), there)
 
     # ---------------------------------------------------------------- threads and fork
 
@@ -336,7 +330,7 @@ class Fastcommon(RuleBasedStateMachine):
         left = in_grpc(), fastcommon.is_patched()
         if left != (GRPCS_OWN, False):  # the next example starts on stock grpc whatever happened; this one fails
             for name, own in GRPCS_OWN.items():
-                setattr(*helpers.holder(name), own)
+                setattr(*helpers.owner(name), own)
             helpers.forget_patch()
         assert left == (GRPCS_OWN, False)
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 from typing import NoReturn
 
-import fastcommon
-from fastcommon import _compare, _gate, _grpc, _launcher, _patching, _verdict
-from fastcommon._implementation import chosen
-from fastcommon._registry import BY_NAME, CLASS, HOMES, NAMES
+from fastcommon import __version__, _compare, _launcher, _status
 
 DESCRIPTION = """\
 fastcommon compiles the conversions and metadata objects grpcio builds in Python on every RPC, and
@@ -99,7 +95,9 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="python -m fastcommon", description=DESCRIPTION, formatter_class=formatter)
     commands = parser.add_subparsers(dest="command", title="commands", metavar="{check,run,compare}")
-    commands.add_parser("check", help="exit 0 when patch() gives grpc all that fastcommon offers here; else 1, and why")
+    parser.add_argument("--version", action="version", version=f"fastcommon {__version__}")
+    check = "exit 0 when patch() gives grpc all that fastcommon offers here; else 1, and why"
+    commands.add_parser("check", help=check, description=f"{check[0].upper()}{check[1:]}: for CI, before deploying.")
     run_parser = program_command(
         commands, "run", "run a program with grpc patched in each of its processes", RUN_USAGE, RUN_DESCRIPTION
     )
@@ -127,46 +125,16 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     return parser, run_parser, compare_parser
 
 
-PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
-VALUE_OPTIONS = ("--report-file",)  # fastcommon's own options that take a value, as the next argument
-PYTHON_VALUE_OPTIONS = ("-X", "-W")  # python's options that take a value, attached or next
-PYTHON_FLAGS = "bBdiOPqRsuv"  # python's flags, alone or together (-OO, -uB)
-SKIPS_STARTUP = "EIS"  # python's flags under which it would ignore PYTHONPATH, or not run sitecustomize
-
-
-def split_program(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """fastcommon's own options, python's, and the program as python takes it: [file, args...], [-m, module, ...]."""
-    ours: list[str] = []
-    pythons: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            return ours, pythons, argv[i + 1 :]
-        if arg in PROGRAM_OPTIONS or arg == "-" or not arg.startswith("-"):
-            return ours, pythons, argv[i:]
-        if arg[:2] in PROGRAM_OPTIONS:  # -mpkg.mod, -ccode, as python accepts them
-            return ours, pythons, [arg[:2], arg[2:], *argv[i + 1 :]]
-        taken = 2 if arg in VALUE_OPTIONS + PYTHON_VALUE_OPTIONS else 1  # the option, and its value if apart
-        is_python = arg[:2] in PYTHON_VALUE_OPTIONS or (arg[1:] != "" and set(arg[1:]) <= set(PYTHON_FLAGS + "EIS"))
-        (pythons if is_python and not arg.startswith("--") else ours).extend(argv[i : i + taken])
-        i += taken
-    return ours, pythons, []
-
-
 def parse_program(
     parser: argparse.ArgumentParser, argv: list[str], stdin: bool
 ) -> tuple[argparse.Namespace, list[str]]:
     """A subcommand's options, parsed, and the program with python's options before it; a usage error is the parser's.
     ``stdin``: whether the program may be read from stdin (-)."""
-    options, python_options, program = split_program(argv)
+    options, python_options, program = _launcher.split_program(argv)
     parsed = parser.parse_args(options)
-    skipping = [
-        flag for flag in SKIPS_STARTUP if any(o[:2] not in PYTHON_VALUE_OPTIONS and flag in o for o in python_options)
-    ]
-    if sys.flags.ignore_environment or sys.flags.no_site or skipping:
+    if _launcher.skips_startup(python_options):
         parser.error("cannot adopt a program under -E, -I or -S: Python would ignore PYTHONPATH or sitecustomize")
-    if python_options[-1:] in (["-X"], ["-W"]) or program in (["-m"], ["-c"]):
+    if python_options[-1:] in ([option] for option in _launcher.PYTHON_VALUE_OPTIONS) or program in (["-m"], ["-c"]):
         parser.error(f"argument {(python_options[-1:] or program)[0]}: expected one argument")
     if not program:
         parser.error(f"give a program to run: a file, -m MODULE, -c CODE{' or -' if stdin else ''}")
@@ -190,41 +158,6 @@ def compare(compare_parser: argparse.ArgumentParser, argv: list[str]) -> NoRetur
     sys.exit(_compare.compare(program, report=parsed.report, stdout=parsed.stdout))
 
 
-def show_status() -> None:
-    """Print the version, the implementation and why, the Python and grpcio versions, and what patch() does."""
-    print(f"fastcommon {fastcommon.__version__}")
-    print(f"implementation: {fastcommon.IMPLEMENTATION}")
-    if fastcommon.PURE_PYTHON_REASON:
-        print(f"pure Python because: {fastcommon.PURE_PYTHON_REASON}")
-    elif chosen.LIMITED_API:
-        print("build: abi3 (the Limited API), for CPythons newer than fastcommon's per-version wheels")
-    print(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable})")
-    try:
-        found = _grpc.modules()
-    except ImportError:
-        print("grpcio: not installed")
-        return
-    print(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.tested()})")
-    owns = _patching.grpcs_own(found)
-    verdicts = _gate.assess(owns, found)
-    widths = max(map(len, NAMES)), max(map(len, HOMES))
-    for name, verdict in verdicts.items():
-        found_print = _gate.fingerprint_of(owns[name]) if BY_NAME[name].kind != CLASS else None  # a class has none
-        pure = fastcommon.IMPLEMENTATION == "python"
-        print(_verdict.status_line(verdict, found_print, fastcommon.is_patched(name), pure, widths))
-
-
-def check() -> int:
-    """0 when patch() gives grpc everything fastcommon offers, compiled; else 1, with a line for each reason."""
-    try:
-        verdicts = _patching.verdicts()
-    except ImportError as exc:
-        print(f"fastcommon check: {exc}")
-        return 1
-    print("\n".join(_verdict.check_lines(verdicts.values(), _grpc.version(), fastcommon.PURE_PYTHON_REASON)))
-    return 0 if _verdict.all_replaced(verdicts.values(), fastcommon.PURE_PYTHON_REASON) else 1
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     parser, run_parser, compare_parser = parsers()
@@ -236,10 +169,10 @@ def main(argv: list[str] | None = None) -> None:
         if unknown := [arg for arg in argv if arg.startswith("-") and arg not in ("-h", "--help")][:1]:
             parser.error(f"unrecognized arguments: {unknown[0]}")  # before argparse takes what follows for a command
         args = parser.parse_args(argv)
-        if args.command == "check":
-            sys.exit(check())
-        show_status()
+        status, lines = _status.check() if args.command == "check" else (0, _status.status())
+        print("\n".join(lines))
         sys.stdout.flush()
+        sys.exit(status)
     except BrokenPipeError:  # `python -m fastcommon | head -1`: the reader has gone; end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

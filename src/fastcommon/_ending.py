@@ -66,15 +66,15 @@ def relay_sigterm() -> None:
 def on_sigterm(signum: int, frame: Any) -> None:
     """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status. A second
     SIGTERM while it reports ends the process at once; so does a report that fails."""
-    ours = signal.getsignal(signal.SIGTERM) == on_sigterm  # not where a handler of the program's calls this
-    if ours:
+    reports_here = signal.getsignal(signal.SIGTERM) == on_sigterm  # not where a handler of the program's calls this
+    if reports_here:
         # The default first: a second SIGTERM is the kernel's to act on. A Python handler would lose one that comes
         # in the instant before the report's write begins to wait (docs/adoption.md).
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         REPORT.print(ended_by="SIGTERM")
     finally:
-        if ours:
+        if reports_here:
             os.kill(os.getpid(), signal.SIGTERM)
 
 

@@ -1,4 +1,4 @@
-"""Where grpc keeps what fastcommon may replace: its modules, and the object that holds each name."""
+"""Where grpc keeps what fastcommon may replace: its modules, the object that holds each name, and what is there."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from typing import Any
 
 from ._registry import BY_NAME, HOMES, METHOD, of_kind
 
-Modules = dict[str, types.ModuleType]
 
-
-def modules() -> Modules:
+def modules() -> dict[str, types.ModuleType]:
     """The grpc modules fastcommon patches, by name, imported; an ImportError that says so without grpcio."""
     try:
         return {home: importlib.import_module(home) for home in HOMES}
@@ -20,24 +18,29 @@ def modules() -> Modules:
         raise ImportError("fastcommon.patch() needs grpcio, which is not installed: pip install grpcio") from exc
 
 
-def holder(name: str, found: Modules) -> tuple[Any, str]:
+def owner(name: str) -> tuple[Any, str]:
     """The object whose own __dict__ holds ``name`` (a module, a class), and the key there."""
     *path, attribute = name.split(".")
-    owner: Any = found[BY_NAME[name].home]
+    found: Any = modules()[BY_NAME[name].home]
     for part in path:
-        owner = getattr(owner, part)
-    return owner, attribute
+        found = getattr(found, part)
+    return found, attribute
 
 
-def held(name: str, found: Modules) -> Any:
-    """What grpc holds under ``name`` now, as its holder's own __dict__ has it (a classmethod, say); or None."""
-    owner, attribute = holder(name, found)
-    return vars(owner).get(attribute)
+def current(name: str) -> Any:
+    """What grpc holds under ``name`` now, as its owner's own __dict__ has it (a classmethod, say); or None."""
+    found, attribute = owner(name)
+    return vars(found).get(attribute)
 
 
-def metadata_class(found: Modules) -> Any:
+def metadata_class() -> Any:
     """grpc.aio's Metadata: the class that holds the methods fastcommon may replace."""
-    return holder(of_kind(METHOD)[0].name, found)[0]
+    return owner(of_kind(METHOD)[0].name)[0]
+
+
+def module_global(home: str, name: str) -> Any:
+    """What grpc's module ``home`` holds as its global ``name`` (what its code looks up at each call), or None."""
+    return vars(modules()[home]).get(name)
 
 
 def version() -> str:

@@ -13,11 +13,7 @@ import types
 import warnings
 from typing import Any
 
-from . import _registry, common
-
-# Written by setup.py into the package: the extension failed to compile, or was not wanted.
-_BUILD_ERROR_FILE = "_extension_build_error.txt"
-_BUILT_WITHOUT_EXTENSIONS_FILE = "_built_without_extensions.txt"
+from . import _environment, _registry, common
 
 
 class FastcommonWarning(RuntimeWarning):
@@ -25,10 +21,6 @@ class FastcommonWarning(RuntimeWarning):
 
 
 FastcommonWarning.__module__ = "fastcommon"  # where users import it from
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
 
 
 def _read_record(package_dir: str, name: str) -> str | None:
@@ -42,10 +34,10 @@ def _read_record(package_dir: str, name: str) -> str | None:
 def _why_compiled_module_is_absent(name: str) -> tuple[str, bool]:
     """The reason the extension file of module ``name`` is missing, and whether the user should be warned."""
     package_dir = os.path.dirname(__file__)
-    on_purpose = _read_record(package_dir, _BUILT_WITHOUT_EXTENSIONS_FILE)
+    on_purpose = _read_record(package_dir, _environment.BUILT_WITHOUT_EXTENSIONS_FILE)
     if on_purpose is not None:
         return f"installed without extensions on purpose ({on_purpose})", False
-    build_error = _read_record(package_dir, _BUILD_ERROR_FILE)
+    build_error = _read_record(package_dir, _environment.BUILD_ERROR_FILE)
     if build_error is not None:
         return f"the extension failed to build at install: {build_error}", True
     builds = sorted(f for f in os.listdir(package_dir) if f.startswith(f"{name}.") and f.endswith((".so", ".pyd")))
@@ -75,8 +67,8 @@ COMPILED = ("fast_common", "fast_metadata", "fast_entry")
 
 def _load_compiled() -> tuple[dict[str, types.ModuleType], str | None, bool]:
     """The compiled modules by name ({} for pure Python), why they are not used (or None), and whether to warn."""
-    if _env_flag("FASTCOMMON_PURE_PYTHON"):
-        return {}, f"forced by FASTCOMMON_PURE_PYTHON={os.environ['FASTCOMMON_PURE_PYTHON']}", False
+    if _environment.flag(_environment.PURE_PYTHON):
+        return {}, f"forced by {_environment.PURE_PYTHON}={os.environ[_environment.PURE_PYTHON]}", False
     loaded: dict[str, types.ModuleType] = {}
     try:
         for name in COMPILED:
@@ -112,8 +104,8 @@ def warn_if_unwanted_pure_python(stacklevel: int) -> None:
         warnings.warn(f"fastcommon is running pure Python: {PURE_PYTHON_REASON}", FastcommonWarning, stacklevel + 1)
 
 
-def unoffered(replaceable: _registry.Replaceable) -> str | None:
-    """Why this implementation has nothing to put in place of ``replaceable`` (grpc's own then stays, unwarned)."""
+def unavailable(replaceable: _registry.Replaceable) -> str | None:
+    """Why this implementation has no replacement for ``replaceable`` (grpc's own then stays, unwarned), or None."""
     if replaceable.kind == _registry.FUNCTION:
         return None
     if not compiled:
@@ -123,15 +115,15 @@ def unoffered(replaceable: _registry.Replaceable) -> str | None:
     return None
 
 
-def metadatum_builder(cls: Any, counter: int = -1) -> Any:
+def entry_builder(cls: Any, counter: int = -1) -> Any:
     """What builds grpc's metadata entries of class ``cls`` in its place, counting its calls at ``counter``."""
     return compiled["fast_entry"].MetadatumConstructor(cls, counter=counter)
 
 
-def metadata_methods(owns: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
-    """What replaces grpc's own Metadata methods ``owns`` (by name), made together for ``cls``."""
-    counters = {name: _registry.BY_NAME[name].counter for name in owns} if counted else None
-    return dict(compiled["fast_metadata"].metadata_methods(owns, cls, counters=counters))
+def metadata_methods(originals: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
+    """What replaces grpc's Metadata methods ``originals`` (by name), made together for ``cls``."""
+    counters = {name: _registry.BY_NAME[name].counter for name in originals} if counted else None
+    return dict(compiled["fast_metadata"].metadata_methods(originals, cls, counters=counters))
 
 
 def calls() -> tuple[int, ...] | None:
@@ -139,18 +131,18 @@ def calls() -> tuple[int, ...] | None:
     return tuple(map(sum, zip(*(module.calls() for module in compiled.values()), strict=True))) if compiled else None
 
 
-def replacements(owns: dict[str, Any], metadata_class: Any, counted: bool = False) -> dict[str, Any]:
-    """What replaces each of grpc's own objects ``owns`` (by name); counting their calls in C where ``counted``."""
-    made: dict[str, Any] = {}
+def replacements(originals: dict[str, Any], metadata_class: Any, counted: bool = False) -> dict[str, Any]:
+    """fastcommon's replacement for each of grpc's ``originals`` (by name); counting their calls where ``counted``."""
+    replacing: dict[str, Any] = {}
     methods = {}
-    for name, own in owns.items():
+    for name, original in originals.items():
         replaceable = _registry.BY_NAME[name]
         if replaceable.kind == _registry.FUNCTION:
-            made[name] = getattr(chosen.Counted(replaceable.counter) if counted else chosen, name)
+            replacing[name] = getattr(chosen.Counted(replaceable.counter) if counted else chosen, name)
         elif replaceable.kind == _registry.CLASS:
-            made[name] = metadatum_builder(own, replaceable.counter if counted else -1)
+            replacing[name] = entry_builder(original, replaceable.counter if counted else -1)
         else:
-            methods[name] = own
+            methods[name] = original
     if methods:
-        made |= metadata_methods(methods, metadata_class, counted)
-    return {name: made[name] for name in owns}
+        replacing |= metadata_methods(methods, metadata_class, counted)
+    return {name: replacing[name] for name in originals}

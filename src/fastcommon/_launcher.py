@@ -18,40 +18,77 @@ import sys
 import warnings
 from typing import NoReturn
 
-from . import _ending
+from . import _ending, _environment
 from ._implementation import FastcommonWarning
 from ._patching import patch
 
 # Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
 REPLACE_PROCESS = sys.platform != "win32"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
-REPORT_VARIABLE = "FASTCOMMON_REPORT"  # "1": each adopted process reports on stderr as it ends; REPORT_FULL: in full
-REPORT_FULL = "full"  # every name, a line each
-REPORT_FILE_VARIABLE = "FASTCOMMON_REPORT_FILE"  # a path: each also appends its report there, as a JSON line
+
+
+PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
+VALUE_OPTIONS = ("--report-file",)  # fastcommon's own options that take a value, as the next argument
+PYTHON_VALUE_OPTIONS = ("-X", "-W")  # python's options that take a value, attached or next
+PYTHON_FLAGS = "bBdiOPqRsuv"  # python's flags, alone or together (-OO, -uB)
+SKIPS_STARTUP = "EIS"  # python's flags under which it would ignore PYTHONPATH, or not run sitecustomize
+
+
+def split_program(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """fastcommon's own options, python's, and the program as python takes it: [file, args...], [-m, module, ...]."""
+    fastcommons: list[str] = []
+    pythons: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return fastcommons, pythons, argv[i + 1 :]
+        if arg in PROGRAM_OPTIONS or arg == "-" or not arg.startswith("-"):
+            return fastcommons, pythons, argv[i:]
+        if arg[:2] in PROGRAM_OPTIONS:  # -mpkg.mod, -ccode, as python accepts them
+            return fastcommons, pythons, [arg[:2], arg[2:], *argv[i + 1 :]]
+        taken = 2 if arg in VALUE_OPTIONS + PYTHON_VALUE_OPTIONS else 1  # the option, and its value if apart
+        is_python = arg[:2] in PYTHON_VALUE_OPTIONS or (
+            arg[1:] != "" and set(arg[1:]) <= set(PYTHON_FLAGS + SKIPS_STARTUP)
+        )
+        (pythons if is_python and not arg.startswith("--") else fastcommons).extend(argv[i : i + taken])
+        i += taken
+    return fastcommons, pythons, []
+
+
+def skips_startup(python_options: list[str]) -> bool:
+    """Whether python, so started (or this one), would ignore PYTHONPATH or not run sitecustomize: -E, -I, -S."""
+    values = {i + 1 for i, option in enumerate(python_options) if option in PYTHON_VALUE_OPTIONS}  # -X dev, -W error
+    flags = [o for i, o in enumerate(python_options) if i not in values and o[:2] not in PYTHON_VALUE_OPTIONS]
+    return bool(sys.flags.ignore_environment or sys.flags.no_site) or any(
+        set(SKIPS_STARTUP) & set(o[1:]) for o in flags
+    )
 
 
 def environment(report: bool, report_file: str | None = None, full: bool = False) -> dict[str, str]:
     """The environment a program runs in under `python -m fastcommon run`."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
-    environ.pop(REPORT_VARIABLE, None)
-    environ.pop(REPORT_FILE_VARIABLE, None)
+    environ.pop(_environment.REPORT, None)
+    environ.pop(_environment.REPORT_FILE, None)
     if report or report_file or full:
-        environ[REPORT_VARIABLE] = REPORT_FULL if full else "1"
+        environ[_environment.REPORT] = _environment.REPORT_FULL if full else "1"
     if report_file:
-        environ[REPORT_FILE_VARIABLE] = os.path.abspath(report_file)  # the program and its children may chdir
+        environ[_environment.REPORT_FILE] = os.path.abspath(report_file)  # the program and its children may chdir
     return environ
 
 
 def stock_environment() -> dict[str, str]:
     """The current environment without what `run` adds: a program started in it runs stock."""
     environ = dict(os.environ)
-    ours = os.path.normcase(BOOTSTRAP_DIR)
-    kept = [entry for entry in environ.pop("PYTHONPATH", "").split(os.pathsep) if os.path.normcase(entry) != ours]
+    fastcommons = os.path.normcase(BOOTSTRAP_DIR)
+    kept = [
+        entry for entry in environ.pop("PYTHONPATH", "").split(os.pathsep) if os.path.normcase(entry) != fastcommons
+    ]
     if any(kept):
         environ["PYTHONPATH"] = os.pathsep.join(kept)
-    environ.pop(REPORT_VARIABLE, None)
-    environ.pop(REPORT_FILE_VARIABLE, None)
+    environ.pop(_environment.REPORT, None)
+    environ.pop(_environment.REPORT_FILE, None)
     return environ
 
 
@@ -89,8 +126,8 @@ def launch(program: list[str], report: bool, report_file: str | None = None, ful
 def report_asked() -> tuple[bool, bool, str | None]:
     """What this process was started to report (run --report, --report-full, --report-file): whether on stderr,
     whether in full, and the file to append its JSON line to (or None)."""
-    asked = os.environ.get(REPORT_VARIABLE, "")
-    return asked not in ("", "0"), asked == REPORT_FULL, os.environ.get(REPORT_FILE_VARIABLE) or None
+    full = os.environ.get(_environment.REPORT) == _environment.REPORT_FULL
+    return _environment.flag(_environment.REPORT), full, os.environ.get(_environment.REPORT_FILE) or None
 
 
 def grpc_imported() -> None:

@@ -1,7 +1,7 @@
-"""Patch state: what fastcommon has put into grpc, and grpc's own that it replaced (patch, unpatch, suspended).
+"""Patch state: what fastcommon has put into grpc, and grpc's originals that it replaced (patch, unpatch, suspended).
 
-Like gevent's monkey, one dict holds each original beside what replaced it; everything that asks what grpc's
-own is (the gate, the status, the report, the tests) reads it through ``grpcs_own``, so that a judgement
+Like gevent's monkey, one dict holds each original beside its replacement; everything that asks what grpc's
+original is (the gate, the status, the report, the tests) reads it through ``originals``, so that a judgement
 answers the same before patch(), after it and after unpatch().
 """
 
@@ -18,46 +18,43 @@ from ._implementation import FastcommonWarning
 from ._registry import NAMES
 from ._verdict import Verdict, warning
 
-_installed: dict[str, tuple[Any, Any]] = {}  # name -> (grpc's own, fastcommon's in its place)
+_installed: dict[str, tuple[Any, Any]] = {}  # name -> (grpc's original, fastcommon's replacement in its place)
 _lock = threading.Lock()
 
-# What makes the replacements: (grpc's own by name, grpc's Metadata class) -> fastcommon's by name.
+# What makes the replacements: (grpc's originals by name, grpc's Metadata class) -> fastcommon's by name.
 Make = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-def grpcs_own(found: _grpc.Modules | None = None) -> dict[str, Any]:
-    """grpc's own object for every name: what grpc holds now, or the original where fastcommon's is in place."""
-    found = _grpc.modules() if found is None else found
-    owns = {}
+def originals() -> dict[str, Any]:
+    """grpc's original for every name: what grpc holds now, or what fastcommon's replacement stands in for."""
+    found = {}
     for name in NAMES:
-        current = _grpc.held(name, found)
-        installed = _installed.get(name)
-        owns[name] = installed[0] if installed is not None and current is installed[1] else current
-    return owns
+        now, installed = _grpc.current(name), _installed.get(name)
+        found[name] = installed[0] if installed is not None and now is installed[1] else now
+    return found
 
 
-def verdicts(found: _grpc.Modules | None = None) -> dict[str, Verdict]:
+def verdicts() -> dict[str, Verdict]:
     """The gate's verdict on each name, for the grpc installed here. Changes nothing."""
-    found = _grpc.modules() if found is None else found
-    return _gate.assess(grpcs_own(found), found)
+    return _gate.assess(originals())
 
 
 def install(make: Make = _implementation.replacements) -> tuple[str, ...]:
-    """Put what ``make`` gives wherever the gate allows; warn, once, of those it refused."""
+    """Put what ``make`` gives wherever the gate allows; warn, once, of what grpc's own keeps because it differs."""
     _implementation.warn_if_unwanted_pure_python(stacklevel=3)
-    found = _grpc.modules()
+    _grpc.modules()  # before the lock: importing grpc under `run` patches it, from within this call
     with _lock:
         if _installed:
             return ()
-        judged = verdicts(found)
+        judged = verdicts()
         replaced = tuple(name for name in NAMES if judged[name].replaces)
-        owns = {name: _grpc.held(name, found) for name in replaced}
-        made = make(owns, _grpc.metadata_class(found))
+        grpcs = {name: _grpc.current(name) for name in replaced}
+        replacements = make(grpcs, _grpc.metadata_class())
         for name in replaced:
-            _installed[name] = (owns[name], made[name])
-            setattr(*_grpc.holder(name, found), made[name])
-    if refused := [verdict for verdict in judged.values() if verdict.refused]:
-        warnings.warn(warning(refused, _grpc.version()), FastcommonWarning, stacklevel=3)
+            _installed[name] = (grpcs[name], replacements[name])
+            setattr(*_grpc.owner(name), replacements[name])
+    if differing := [verdict for verdict in judged.values() if verdict.differs]:
+        warnings.warn(warning(differing, _grpc.version()), FastcommonWarning, stacklevel=3)
     return replaced
 
 
@@ -67,19 +64,16 @@ def patch() -> tuple[str, ...]:
 
 
 def unpatch() -> tuple[str, ...]:
-    """Put grpc's own back where fastcommon's still are; return the names restored.
+    """Put grpc's originals back where fastcommon's still are; return the names restored.
 
-    Where another library has since replaced fastcommon's, its replacement stays, and grpc's own is kept
+    Where another library has since replaced fastcommon's, its replacement stays, and grpc's original is kept
     for a later unpatch(), once fastcommon's is back in place: it is never lost.
     """
     with _lock:
-        if not _installed:
-            return ()
-        found = _grpc.modules()
         restored = []
-        for name, (own, ours) in list(_installed.items()):
-            if _grpc.held(name, found) is ours:
-                setattr(*_grpc.holder(name, found), own)
+        for name, (original, replacement) in list(_installed.items()):
+            if _grpc.current(name) is replacement:
+                setattr(*_grpc.owner(name), original)
                 del _installed[name]
                 restored.append(name)
         return tuple(restored)
@@ -87,26 +81,19 @@ def unpatch() -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
-    """grpc's own in place for a ``with`` block; then fastcommon's put back where grpc's own still is."""
+    """grpc's originals in place for a ``with`` block; then fastcommon's put back where grpc's still are."""
     with _lock:
         taken = dict(_installed)
     restored = unpatch()
     try:
         yield
     finally:
-        if restored:
-            found = _grpc.modules()
-            with _lock:
-                for name in restored:
-                    own, ours = taken[name]
-                    if name not in _installed and _grpc.held(name, found) is own:
-                        setattr(*_grpc.holder(name, found), ours)
-                        _installed[name] = (own, ours)
-
-
-def replacement(name: str) -> Any:
-    """What fastcommon put in place of ``name``; KeyError where it replaced nothing by that name."""
-    return _installed[name][1]
+        with _lock:
+            for name in restored:
+                original, replacement = taken[name]
+                if name not in _installed and _grpc.current(name) is original:
+                    setattr(*_grpc.owner(name), replacement)
+                    _installed[name] = (original, replacement)
 
 
 def is_patched(name: str | None = None) -> bool:

@@ -5,7 +5,7 @@ module), a home (the grpc module), a kind (how its home holds it), the fingerpri
 the suite ran against (with those grpcio releases), a counter (where ``run --report`` counts its calls:
 its position here) and a calibration (the arguments of one call that ``--report`` times). The gate,
 patch(), the status, the report, .ci/next-grpcio and the tests all read this table: a new name is one
-entry here and, where fastcommon compiles it, one maker in fast_common.pyx.
+entry here and, where fastcommon compiles it, a function in fast_common.pyx or a maker in fast_metadata.pyx.
 """
 
 from __future__ import annotations

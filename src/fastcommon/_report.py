@@ -32,20 +32,23 @@ class Report:
     def __init__(self) -> None:
         self.counts: list[int] = [0] * len(NAMES)  # pure Python's; the compiled module counts itself
         self.names: tuple[str, ...] = ()
-        self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's own, ours)
+        self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's original, fastcommon's)
         self.baseline: dict[str, int] = {}
         self.printed = False
         self.to_stderr = self.full = False
         self.path: str | None = None
 
-    def counting(self, owns: dict[str, Any], metadata_class: Any) -> dict[str, Any]:
-        """What replaces grpc's own, counted: made to count by the compiled module, or wrapped in pure Python."""
+    def counting(self, originals: dict[str, Any], metadata_class: Any) -> dict[str, Any]:
+        """What replaces grpc's originals, counted: made to count by the compiled module, or wrapped in pure Python."""
         if _implementation.compiled:
-            made = _implementation.replacements(owns, metadata_class, counted=True)
+            replacements = _implementation.replacements(originals, metadata_class, counted=True)
         else:
-            made = {name: self.counted(name, ours) for name, ours in _implementation.replacements(owns, None).items()}
-        self.timed = {name: (own, made[name]) for name, own in owns.items()}  # timed at exit, after the counts
-        return made
+            made = _implementation.replacements(originals, None)
+            replacements = {name: self.counted(name, replacement) for name, replacement in made.items()}
+        self.timed = {
+            name: (original, replacements[name]) for name, original in originals.items()
+        }  # timed at exit, after the counts
+        return replacements
 
     def counted(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
         """``function`` behind a counter, in pure Python (which replaces only the four functions)."""
@@ -109,12 +112,15 @@ class Report:
         """grpc's time per call less fastcommon's, on the registry's calibration: the best of RUNS runs of
         CALLS_PER_RUN calls each, the two interleaved, so that what the machine does meanwhile weighs on both alike.
         A difference timing cannot tell from none is 0: fastcommon's never runs more instructions than grpc's."""
-        grpcs, ours = (getattr(raw, "__func__", raw) for raw in self.timed[name])  # as the class calls them
+        grpcs, fastcommons = (getattr(raw, "__func__", raw) for raw in self.timed[name])  # as the class calls them
         if inspect.isgeneratorfunction(grpcs):  # an iterator's cost is in its items
-            grpcs, ours = _taken(grpcs), _taken(ours)
-        cls = _grpc.metadata_class(_grpc.modules())
+            grpcs, fastcommons = _taken(grpcs), _taken(fastcommons)
+        cls = _grpc.metadata_class()
         arguments = BY_NAME[name].calibration(cls, cls(USER_AGENT))
-        runs = [[ns_per_call(each, arguments, CALLS_PER_RUN, repeat=1) for each in (grpcs, ours)] for _ in range(RUNS)]
+        runs = [
+            [ns_per_call(each, arguments, CALLS_PER_RUN, repeat=1) for each in (grpcs, fastcommons)]
+            for _ in range(RUNS)
+        ]
         best: list[float] = [min(column) for column in zip(*runs, strict=True)]
         return max(0.0, best[0] - best[1])
 

@@ -10,20 +10,20 @@ from ._registry import BY_NAME, TESTED_GRPCIO
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """Whether patch() replaces ``name``; if not, why: grpc's own behaves otherwise (``refused``), or fastcommon
-    has nothing to put in its place here (pure Python, an abi3 build, a grpcio without it)."""
+    """Whether patch() replaces ``name``; if not, why: grpc's own behaves otherwise (``differs``), or fastcommon has
+    no replacement for it here (not ``available``: pure Python, an abi3 build, a grpcio without it)."""
 
     name: str
     reason: str | None = None  # None: patch() replaces it
-    offered: bool = True
+    available: bool = True
 
     @property
     def replaces(self) -> bool:
         return self.reason is None
 
     @property
-    def refused(self) -> bool:
-        return self.reason is not None and self.offered
+    def differs(self) -> bool:
+        return self.reason is not None and self.available
 
     @property
     def home(self) -> str:
@@ -34,9 +34,9 @@ def tested() -> str:
     return ", ".join(TESTED_GRPCIO)
 
 
-def warning(refused: Iterable[Verdict], grpcio: str) -> str:
+def warning(differing: Iterable[Verdict], grpcio: str) -> str:
     """The one FastcommonWarning of a patch() that leaves names to grpc."""
-    left = "; ".join(f"{verdict.name} in {verdict.home} ({verdict.reason})" for verdict in refused)
+    left = "; ".join(f"{verdict.name} in {verdict.home} ({verdict.reason})" for verdict in differing)
     return (
         f"fastcommon leaves {left} to grpc on grpcio {grpcio}; "
         f"fastcommon's suite ran against grpcio {tested()} (python -m fastcommon check)"
@@ -57,23 +57,19 @@ def status_line(verdict: Verdict, fingerprint: str | None, patched: bool, pure: 
     return f"{verdict.name:<{name_width}}  in {verdict.home:<{home_width}}  fingerprint {fingerprint or '-':<8}  {does}"
 
 
-def all_replaced(verdicts: Iterable[Verdict], pure_reason: str | None) -> bool:
-    """Whether patch() gives grpc everything fastcommon offers, compiled: what `check` passes on."""
-    return pure_reason is None and not any(verdict.refused for verdict in verdicts)
-
-
-def check_lines(verdicts: Iterable[Verdict], grpcio: str, pure_reason: str | None) -> list[str]:
-    """What `python -m fastcommon check` prints: a line per problem, or the one line that all is replaced."""
+def check_lines(verdicts: Iterable[Verdict], grpcio: str, pure_reason: str | None) -> tuple[bool, list[str]]:
+    """What `python -m fastcommon check` says: whether patch() gives grpc everything fastcommon offers, compiled,
+    and a line per problem, or the one line that all is replaced."""
     verdicts = list(verdicts)
-    problems = [f"{v.name} (in {v.home}) stays grpc's: {v.reason}" for v in verdicts if v.refused]
+    problems = [f"{v.name} (in {v.home}) stays grpc's: {v.reason}" for v in verdicts if v.differs]
     if problems:
         problems.append(f"(grpcio {grpcio}; fastcommon's suite ran against grpcio {tested()})")
     if pure_reason:
         problems.insert(0, f"fastcommon runs pure Python, which buys nothing: {pure_reason}")
     if not problems:
         replaced = ", ".join(v.name for v in verdicts if v.replaces)
-        problems = [f"patch() replaces {replaced} on grpcio {grpcio}"]
-    return [f"fastcommon check: {line}" for line in problems]
+        return True, [f"fastcommon check: patch() replaces {replaced} on grpcio {grpcio}"]
+    return False, [f"fastcommon check: {line}" for line in problems]
 
 
 def unknown_fingerprint(name: str, fingerprint: str | None, grpcio: str) -> str:

@@ -18,10 +18,13 @@ PROBING = threading.local()  # .recorder: what the patch gate logs on instead, i
 
 
 def logger() -> Any:
-    """The logger a failing (de)serializer is logged on: grpc._common's _LOGGER at the call (both twins ask here)."""
+    """The logger a failing (de)serializer is logged on (both twins ask here): grpc's, but where the gate probes."""
     recorder = getattr(PROBING, "recorder", None)
-    if recorder is not None:
-        return recorder
+    return grpcs_logger() if recorder is None else recorder
+
+
+def grpcs_logger() -> logging.Logger:
+    """grpc._common's _LOGGER at the call, once grpc is imported."""
     grpc_common = sys.modules.get("grpc._common")
     return _LOGGER if grpc_common is None else grpc_common._LOGGER
 

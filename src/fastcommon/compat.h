@@ -1,4 +1,4 @@
-/* What fast_common.pyx reaches through the full C API, and what stands in for it in the Limited API (abi3). */
+/* What the compiled modules reach through the full C API, and what stands in for it in the Limited API (abi3). */
 #ifndef FASTCOMMON_COMPAT_H
 #define FASTCOMMON_COMPAT_H
 
@@ -11,7 +11,6 @@
 #define fastcommon_new_ordered_dict(ordered_dict) PyObject_CallNoArgs(ordered_dict)
 #define fastcommon_ordered_set PyObject_SetItem
 #define fastcommon_list_size PyList_Size
-#define fastcommon_dict_size PyDict_Size
 #define fastcommon_list_item(list, i) Py_XNewRef(PyList_GetItem((list), (i))) /* checked: i < its size */
 #define fastcommon_pair(key, value) PyTuple_Pack(2, (key), (value))
 #define fastcommon_call_one(callable, arg) PyObject_CallFunctionObjArgs((callable), (arg), NULL)
@@ -24,38 +23,8 @@
 #define fastcommon_new_ordered_dict(ordered_dict) PyODict_New()
 #define fastcommon_ordered_set PyODict_SetItem /* what an OrderedDict's item assignment calls */
 #define fastcommon_list_size PyList_GET_SIZE
-#define fastcommon_dict_size PyDict_GET_SIZE
 #define fastcommon_list_item(list, i) Py_NewRef(PyList_GET_ITEM((list), (i)))
 #define fastcommon_call_one PyObject_CallOneArg
-#endif
-
-/* The exception being raised, taken as one object (NULL if none), and raised again. */
-#if PY_VERSION_HEX >= 0x030C0000 && (!defined(Py_LIMITED_API) || Py_LIMITED_API >= 0x030C0000)
-#define fastcommon_take_error PyErr_GetRaisedException
-#define fastcommon_give_error PyErr_SetRaisedException
-#else
-static inline PyObject *
-fastcommon_take_error(void)
-{
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    if (type == NULL) {
-        return NULL;
-    }
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (traceback != NULL) {
-        PyException_SetTraceback(value, traceback);
-    }
-    Py_DECREF(type);
-    Py_XDECREF(traceback);
-    return value;
-}
-
-static inline void
-fastcommon_give_error(PyObject *error)
-{
-    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(error)), error, PyException_GetTraceback(error));
-}
 #endif
 
 #if defined(__GNUC__) /* a slow path kept out of the hot loop that calls it (gcc, clang) */
@@ -89,15 +58,6 @@ fastcommon_list_of(PyObject *value)
     }
 #endif
     return values;
-}
-
-/* Whether an exact OrderedDict has no attribute of its own (none hides its items, values or get): the dict it keeps
-   them in, at the type's __dictoffset__ (`offset`), not made yet or empty. Read, not made, as __dict__ would be. */
-static inline int
-fastcommon_no_attributes(PyObject *ordered, Py_ssize_t offset)
-{
-    PyObject *attributes = *(PyObject **)((char *)ordered + offset);
-    return attributes == NULL || fastcommon_dict_size(attributes) == 0;
 }
 
 #if !defined(Py_LIMITED_API) /* (key, value) */

@@ -4,7 +4,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, final
 
 def metadata_methods(
-    owns: Mapping[str, Any], cls: type, /, *, counters: Mapping[str, int] | None = None
+    originals: Mapping[str, Any], cls: type, /, *, counters: Mapping[str, int] | None = None
 ) -> dict[str, Any]: ...
 
 @final

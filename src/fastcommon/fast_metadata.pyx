@@ -38,7 +38,6 @@ cdef extern from "Python.h":  # on what PyDict_Next lends: no reference taken, n
 cdef extern from "compat.h":
     object fastcommon_new_ordered_dict(object)
     int fastcommon_ordered_set(object, object, object) except -1
-    bint fastcommon_no_attributes(object, Py_ssize_t)
     object fastcommon_list_of(object)
     Py_ssize_t fastcommon_list_size(PyObject *)
 
@@ -49,10 +48,10 @@ cdef extern from "iterator.h":
 
 cdef object _OrderedDict = collections.OrderedDict
 if type(fastcommon_new_ordered_dict(_OrderedDict)) is not _OrderedDict:
-    raise ImportError("fastcommon.fast_common: collections.OrderedDict is not CPython's own")
+    raise ImportError("fastcommon.fast_metadata: collections.OrderedDict is not CPython's own")
 cdef Py_ssize_t _ATTRIBUTES_AT = _OrderedDict.__dictoffset__  # where an OrderedDict keeps its attributes' dict
 if _ATTRIBUTES_AT <= 0:
-    raise ImportError("fastcommon.fast_common: collections.OrderedDict keeps its attributes out of reach")
+    raise ImportError("fastcommon.fast_metadata: collections.OrderedDict keeps its attributes out of reach")
 cdef void *_TUPLE_ITER = PyType_GetSlot(<PyTypeObject *>tuple, Py_tp_iter)
 cdef newfunc _object_new = <newfunc>PyType_GetSlot(<PyTypeObject *>object, Py_tp_new)  # object.__new__
 cdef tuple _NO_ARGS = ()
@@ -60,8 +59,12 @@ cdef object _MISSING = object()
 
 
 cdef inline bint _plain_ordered_dict(object mapping):
-    """An exact OrderedDict with no attribute of its own: its items, values and get are the type's."""
-    return type(mapping) is _OrderedDict and fastcommon_no_attributes(mapping, _ATTRIBUTES_AT)
+    """An exact OrderedDict with no attribute of its own (none hides its items, values or get): the dict it keeps them
+    in, at the type's __dictoffset__, not made yet or empty (read, not made, as __dict__ would)."""
+    if type(mapping) is not _OrderedDict:
+        return False
+    attributes = (<PyObject **>(<char *><PyObject *>mapping + _ATTRIBUTES_AT))[0]
+    return attributes == NULL or len(<dict>attributes) == 0
 
 
 # Three steps of grpc's code done by CPython itself, for what may be of any type: `key, value = pair` (its errors
@@ -82,7 +85,7 @@ cdef class _Methods:
     """What fastcommon made together for one Metadata class: the class, grpc's own methods, which of fastcommon's
     are in place (by what the gate judged at patch()) and their counters."""
 
-    cdef object cls, own_getitem
+    cdef object cls, grpcs_getitem
     cdef bint init, add, from_tuple, getitem
     cdef Py_ssize_t init_counter, add_counter, from_tuple_counter, getitem_counter
     cdef object abc_token, abc_answer  # _init_metadata's isinstance(a tuple, Metadata), and for which abc state
@@ -158,12 +161,12 @@ cdef object _construct(_Methods methods, tuple pairs):
     return self
 
 
-cdef object _make_init(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_init(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __init__(*args, **kwargs):  # what type() calls with whatever Metadata(...) was given: grpc's words for errors
         fastcommon_count(counter)
         if kwargs or not args:
-            return own(*args, **kwargs)
+            return grpcs(*args, **kwargs)
         self, pairs = args[0], args[1:]
         if type(self) is methods.cls and methods.add:
             attributes = self.__dict__
@@ -174,7 +177,7 @@ cdef object _make_init(object own, _Methods methods, Py_ssize_t counter):
     return __init__
 
 
-cdef object _make_add(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_add(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def add(self, key, value):
         fastcommon_count(counter)
@@ -184,13 +187,13 @@ cdef object _make_add(object own, _Methods methods, Py_ssize_t counter):
     return add
 
 
-cdef object _make_from_tuple(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_from_tuple(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def from_tuple(cls, raw_metadata):
         fastcommon_count(counter)
         if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
             return _construct(methods, raw_metadata if raw_metadata else ())  # cls(*raw_metadata), or cls()
-        return own(cls, raw_metadata)
+        return grpcs(cls, raw_metadata)
 
     return from_tuple
 
@@ -207,7 +210,7 @@ cdef bint _is_instance(_Methods methods, tuple metadata) except -1:
     return answer
 
 
-cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_create(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def _create(cls, raw_metadata):
         fastcommon_count(counter)
@@ -218,7 +221,7 @@ cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
                 return raw_metadata
             if type(raw_metadata) is tuple and not _is_instance(methods, raw_metadata):
                 return _construct(methods, raw_metadata)
-        return own(cls, raw_metadata)
+        return grpcs(cls, raw_metadata)
 
     return _create
 
@@ -228,12 +231,12 @@ cdef object _make_create(object own, _Methods methods, Py_ssize_t counter):
 cdef class _Read:
     """What grpc's method reads of its self, _metadata, as fastcommon already read it: once, then let go of."""
 
-    cdef object held
+    cdef object metadata
 
     @property
     def _metadata(self):
-        held, self.held = self.held, None
-        return held
+        metadata, self.metadata = self.metadata, None
+        return metadata
 
 
 # Before 3.12 CPython counts a Python frame entered from C once, whatever C stack the calls before it took; a level
@@ -263,7 +266,7 @@ cdef object _read(object metadata):
     """A self for grpc's own method that reads self._metadata alone: its Python frame, as grpc's, counts towards
     the recursion limit where a Metadata is another's _metadata. Made without a call, which CPython would count."""
     cdef _Read read = _Read.__new__(_Read)
-    read.held = metadata
+    read.metadata = metadata
     return read
 
 
@@ -284,7 +287,7 @@ cdef int _str_keys(object ordered) except -2:
 MetadataIterator = fastcommon_iterator_type()  # iterator.h
 
 
-cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_iter(object grpcs, _Methods methods, Py_ssize_t counter):
     def start(metadata):
         """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact
         OrderedDict of exact str keys, given back for the iterator to walk; None when it is empty; else grpc's own
@@ -294,7 +297,7 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
             str_keys = _str_keys(ordered)
             if str_keys:
                 return ordered if str_keys > 0 else None
-        generator = own(_read(ordered))
+        generator = grpcs(_read(ordered))
         if not PyIter_Check(generator):  # grpc's gives a generator; anything else is refused as iter() refuses it
             raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
         return generator
@@ -308,7 +311,7 @@ cdef object _make_iter(object own, _Methods methods, Py_ssize_t counter):
     return __iter__
 
 
-cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_len(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     @cython.always_allow_keywords(True)
     def __len__(self):
@@ -326,7 +329,7 @@ cdef object _make_len(object own, _Methods methods, Py_ssize_t counter):
                     total += fastcommon_list_size(values)
             if total >= 0:
                 return total  # nothing to hash, nothing to call
-        return _deeper(own, _read(metadata))
+        return _deeper(grpcs, _read(metadata))
 
     return __len__
 
@@ -336,7 +339,7 @@ cdef object _getitem(object self, object key, _Methods methods):
     cdef PyObject *found
     metadata = self._metadata
     if type(metadata) is not _OrderedDict:
-        return _deeper(methods.own_getitem, _read(metadata), key)
+        return _deeper(methods.grpcs_getitem, _read(metadata), key)
     try:
         if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
             raise KeyError(key)
@@ -349,7 +352,7 @@ cdef object _getitem(object self, object key, _Methods methods):
         raise KeyError(f"{key!r}") from error
 
 
-cdef object _make_getitem(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_getitem(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __getitem__(self, key):
         fastcommon_count(counter)
@@ -358,7 +361,7 @@ cdef object _make_getitem(object own, _Methods methods, Py_ssize_t counter):
     return __getitem__
 
 
-cdef object _make_get(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_get(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def get(self, key, default=None):
         fastcommon_count(counter)
@@ -373,14 +376,14 @@ cdef object _make_get(object own, _Methods methods, Py_ssize_t counter):
     return get
 
 
-cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_get_all(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def get_all(self, key):
         cdef PyObject *found
         fastcommon_count(counter)
         metadata = self._metadata
         if not _plain_ordered_dict(metadata):
-            return _deeper(own, _read(metadata), key)
+            return _deeper(grpcs, _read(metadata), key)
         if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
             values = <object>found
             Py_DECREF(values)
@@ -390,21 +393,21 @@ cdef object _make_get_all(object own, _Methods methods, Py_ssize_t counter):
     return get_all
 
 
-cdef object _make_contains(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_contains(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __contains__(self, key):
         fastcommon_count(counter)
         if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
-            return _deeper(own, self, key)
+            return _deeper(grpcs, self, key)
         metadata = self._metadata
         if type(metadata) is not _OrderedDict:
-            return _deeper(own, _read(metadata), key)
+            return _deeper(grpcs, _read(metadata), key)
         return key in metadata
 
     return __contains__
 
 
-cdef object _make_setitem(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_setitem(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def __setitem__(self, key, value):
         fastcommon_count(counter)
@@ -429,7 +432,7 @@ cdef int _set_first_value(object self, object key, object value) except -1:
     return 0
 
 
-cdef object _make_init_metadata(object own, _Methods methods, Py_ssize_t counter):
+cdef object _make_init_metadata(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
     def _init_metadata(metadata=None, compression=None):
         fastcommon_count(counter)
@@ -447,7 +450,7 @@ cdef object _make_init_metadata(object own, _Methods methods, Py_ssize_t counter
                         return cls.from_tuple(metadata)
                     fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
                     return _construct(methods, metadata)
-        return own(metadata, compression)
+        return grpcs(metadata, compression)
 
     return _init_metadata
 
@@ -470,9 +473,9 @@ _MAKERS = {
 }
 
 
-def metadata_methods(owns, cls, /, *, counters=None):
-    """What replaces grpc's own methods ``owns`` (by dotted name, grpc's own as its class holds it: a classmethod,
-    say), made together for exact instances of ``cls``, each of the kind of grpc's own; ``counters``: where each
+def metadata_methods(originals, cls, /, *, counters=None):
+    """What replaces grpc's methods ``originals`` (by dotted name, each as its class holds it: a classmethod,
+    say), made together for exact instances of ``cls``, each of the kind of grpc's; ``counters``: where each
     counts its calls, by the same names (none counts without it)."""
     cdef _Methods methods = _Methods.__new__(_Methods)
     try:  # CPython's own check that object's allocation fits the class's layout, which is for good
@@ -482,23 +485,23 @@ def metadata_methods(owns, cls, /, *, counters=None):
         raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}") from error
     counters = dict(counters or {})
     functions, kinds = {}, {}
-    for name, own in dict(owns).items():
+    for name, original in dict(originals).items():
         attribute = name.rpartition(".")[2]
         if attribute not in _MAKERS:
             raise ValueError(f"fastcommon replaces no {name!r}")
-        kinds[attribute] = type(own) if isinstance(own, (classmethod, staticmethod)) else None
-        functions[attribute] = own.__func__ if kinds[attribute] is not None else own
+        kinds[attribute] = type(original) if isinstance(original, (classmethod, staticmethod)) else None
+        functions[attribute] = original.__func__ if kinds[attribute] is not None else original
         if type(getattr(functions[attribute], "__globals__", None)) is not dict:
-            raise TypeError(f"metadata_methods() needs grpc's own {name} as its class holds it, not {own!r}")
+            raise TypeError(f"metadata_methods() needs grpc's {name} as its class holds it, not {original!r}")
         counters[attribute] = counters.get(name, -1)
         fastcommon_check_counter(counters[attribute], True)
-    methods.cls, methods.own_getitem = cls, functions.get("__getitem__")
+    methods.cls, methods.grpcs_getitem = cls, functions.get("__getitem__")
     methods.init, methods.add = "__init__" in functions, "add" in functions
     methods.from_tuple, methods.getitem = "from_tuple" in functions, "__getitem__" in functions
     methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
     methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
-    made = {}
-    for name in owns:
+    replacements = {}
+    for name in originals:
         attribute = name.rpartition(".")[2]
         function = functions[attribute]
         replacement = _MAKERS[attribute](function, methods, counters[attribute])
@@ -506,8 +509,8 @@ def metadata_methods(owns, cls, /, *, counters=None):
         # reference answer as for grpc's own)
         functools.update_wrapper(replacement, function)
         replacement.__annotations__ = function.__annotations__
-        made[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
-    return made
+        replacements[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
+    return replacements
 
 
 def calls():

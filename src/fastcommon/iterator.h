@@ -4,11 +4,11 @@
  *         for value in values:
  *             yield (key, value)
  *
- * As that generator does, it reads self._metadata when it is first asked for an item, takes each list as it is at
- * each step, lets the OrderedDict's own iterator see changes, lets go of everything once it ends, refuses to be
- * advanced from within itself, turns a StopIteration raised by code it runs into RuntimeError (PEP 479), and can
- * be weakly referenced. `start` (fast_common.pyx) reads self._metadata and hands back an exact OrderedDict
- * of exact str keys, walked here (finding a key's values runs no Python code), or else grpc's own generator.
+ * As that generator does, it reads self._metadata when first asked for an item, takes each list as it is at each
+ * step, lets the OrderedDict's own iterator see changes, lets go of everything once it ends, refuses to be advanced
+ * from within itself, raises RuntimeError for a StopIteration that code it runs raises (PEP 479), and can be weakly
+ * referenced. `start` (fast_metadata.pyx) reads self._metadata and hands back an exact OrderedDict of exact str keys,
+ * walked here (finding a key's values runs no Python code), or else grpc's own generator.
  *
  * C because it is an aio call's hottest step: on CPython 3.11 a Cython class cost about 190 instructions more per
  * item (ten headers: 24,717 against 22,807), a Cython generator about 1,000 more for an empty Metadata. */
@@ -138,16 +138,34 @@ fastcommon_iterator_clear(PyObject *op)
     return 0;
 }
 
-/* A StopIteration that code run by the iterator raised, as RuntimeError from it: what a generator does (PEP 479). */
+/* A StopIteration raised by code the iteration runs, as RuntimeError from it: what a generator does (PEP 479). */
 static FASTCOMMON_NOINLINE void
 fastcommon_stop_iteration_raised(void)
 {
-    PyObject *stop = fastcommon_take_error(), *error;
+    PyObject *stop, *error;
+#if PY_VERSION_HEX >= 0x030C0000 && (!defined(Py_LIMITED_API) || Py_LIMITED_API >= 0x030C0000)
+    stop = PyErr_GetRaisedException();
     PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
-    error = fastcommon_take_error();
+    error = PyErr_GetRaisedException();
     PyException_SetCause(error, Py_NewRef(stop)); /* steals; sets __suppress_context__ */
     PyException_SetContext(error, stop);          /* steals */
-    fastcommon_give_error(error);
+    PyErr_SetRaisedException(error);
+#else
+    PyObject *type, *traceback;
+    PyErr_Fetch(&type, &stop, &traceback);
+    PyErr_NormalizeException(&type, &stop, &traceback);
+    if (traceback != NULL) {
+        PyException_SetTraceback(stop, traceback);
+    }
+    Py_DECREF(type);
+    Py_XDECREF(traceback);
+    PyErr_SetString(PyExc_RuntimeError, "generator raised StopIteration");
+    PyErr_Fetch(&type, &error, &traceback);
+    PyErr_NormalizeException(&type, &error, &traceback);
+    PyException_SetCause(error, Py_NewRef(stop));
+    PyException_SetContext(error, stop);
+    PyErr_Restore(type, error, traceback);
+#endif
 }
 
 static PyObject *
@@ -214,7 +232,7 @@ static PyType_Slot fastcommon_iterator_slots[] = {
 };
 
 static PyType_Spec fastcommon_iterator_spec = {
-    "fastcommon.fast_common.MetadataIterator",
+    "fastcommon.fast_metadata.MetadataIterator",
     sizeof(fastcommon_iterator),
     0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,

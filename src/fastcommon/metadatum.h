@@ -190,10 +190,11 @@ fastcommon_constructor_getitem(PyObject *self, PyObject *item)
     return PyObject_GetItem(((fastcommon_constructor *)self)->cls, item);
 }
 
-static PyObject *
+static PyObject * /* as the class's metaclass compares it: NotImplemented lets Python try the other side */
 fastcommon_constructor_richcompare(PyObject *self, PyObject *other, int op)
 {
-    return PyObject_RichCompare(((fastcommon_constructor *)self)->cls, other, op);
+    PyObject *cls = ((fastcommon_constructor *)self)->cls;
+    return Py_TYPE(cls)->tp_richcompare(cls, FASTCOMMON_CLASS_OF(other), op);
 }
 
 static Py_hash_t
@@ -218,7 +219,7 @@ fastcommon_constructor_instancecheck(PyObject *self, PyObject *instance)
 static PyObject *
 fastcommon_constructor_subclasscheck(PyObject *self, PyObject *subclass)
 {
-    int is = PyObject_IsSubclass(subclass, ((fastcommon_constructor *)self)->cls);
+    int is = PyObject_IsSubclass(FASTCOMMON_CLASS_OF(subclass), ((fastcommon_constructor *)self)->cls);
     return is < 0 ? NULL : PyBool_FromLong(is);
 }
 
@@ -263,7 +264,7 @@ static PyType_Slot fastcommon_constructor_slots[] = {
 };
 
 static PyType_Spec fastcommon_constructor_spec = {
-    "fastcommon.fast_common.MetadatumConstructor",
+    "fastcommon.fast_entry.MetadatumConstructor",
     sizeof(fastcommon_constructor),
     0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,

@@ -75,14 +75,14 @@ class _GrpcWatcher(object):
 def _run_the_programs_own_sitecustomize():
     # type: () -> None
     """Import the next sitecustomize on sys.path, as site.py would have without this one."""
-    ours = sys.modules.pop("sitecustomize", None)
+    this_one = sys.modules.pop("sitecustomize", None)
     sys.path[:] = [entry for entry in sys.path if os.path.normcase(os.path.abspath(entry or ".")) != _BOOTSTRAP_DIR]
     try:
         import sitecustomize  # type: ignore[import-not-found]  # noqa: F401  (the program's own, further along sys.path)
     except ImportError as exc:
         if getattr(exc, "name", "sitecustomize") != "sitecustomize":
             raise  # their sitecustomize failed: site.py reports it as it would without us
-        sys.modules["sitecustomize"] = ours  # type: ignore[assignment]
+        sys.modules["sitecustomize"] = this_one  # type: ignore[assignment]
 
 
 _WATCHER = _GrpcWatcher()

@@ -1,15 +1,15 @@
-"""The gate's probes of grpc._common's functions: every kind of input grpc passes or may pass, on grpc's and ours."""
+"""The gate's probes of grpc._common's functions: every kind of input grpc passes or may pass, on grpc's function and
+on fastcommon's."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
-import types
 from collections.abc import Callable
 from typing import Any
 
 from .. import common
+from .copies import copied
 
 
 class _ProbeError(Exception):
@@ -90,43 +90,19 @@ class _Transformer:
 
 
 class Recorder:
-    """Stands in for grpc._common's _LOGGER while the gate probes: keeps each record as (level, message, exception
-    type, exception text), and logs nothing anywhere."""
+    """Stands in for grpc._common's _LOGGER while the gate probes: keeps what its probes' failures log, as (level,
+    message, exception type, exception text); anything else (a finalizer's failure in the probing thread, say) goes on
+    to grpc's logger, as it would have."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []
 
-    def log(self, level: int, msg: object, *args: Any, exc_info: Any = None, **_: Any) -> None:
-        exc = sys.exc_info()[1] if exc_info is True else exc_info[1] if isinstance(exc_info, tuple) else exc_info
-        self.records.append((level, str(msg) % args if args else str(msg), type(exc), str(exc)))
-
-    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kwargs: Any) -> None:
-        self.log(logging.ERROR, msg, *args, exc_info=exc_info, **kwargs)
-
-    debug = functools.partialmethod(log, logging.DEBUG)
-    info = functools.partialmethod(log, logging.INFO)
-    warning = functools.partialmethod(log, logging.WARNING)
-    error = functools.partialmethod(log, logging.ERROR)
-    critical = functools.partialmethod(log, logging.CRITICAL)
-
-
-def copied(function: Any, **names: Any) -> Any:
-    """grpc's ``function`` on a copy of its module's namespace with ``names`` in place (its module's functions copied
-    alike): grpc's own code, seeing the gate's objects under those names and changing nothing of grpc's."""
-    if not isinstance(function, types.FunctionType):
-        return function
-    namespace = dict(function.__globals__, **names)
-
-    def copy(original: types.FunctionType) -> types.FunctionType:
-        made = types.FunctionType(original.__code__, namespace, original.__name__, original.__defaults__,
-                                  original.__closure__)  # fmt: skip
-        made.__kwdefaults__ = original.__kwdefaults__
-        return made
-
-    for name, value in list(namespace.items()):
-        if isinstance(value, types.FunctionType) and value.__module__ == function.__module__:
-            namespace[name] = copy(value)
-    return copy(function)
+    def exception(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, _ProbeError):
+            common.grpcs_logger().exception(msg, *args, stacklevel=2, **kwargs)
+            return
+        self.records.append((logging.ERROR, str(msg) % args if args else str(msg), type(exc), str(exc)))
 
 
 def _probe_calls(arity: int) -> list[tuple[Any, _Transformer | None]]:
@@ -160,14 +136,14 @@ def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> l
     return outcomes
 
 
-def difference(name: str, arity: int, grpcs: Callable[..., Any], ours: Callable[..., Any]) -> str | None:
-    """The first probe on which grpc's function ``name`` and ours differ, described; None if they never do. Both log
-    on a Recorder: grpc's copied onto it, fastcommon's through common.PROBING in this thread."""
+def difference(name: str, arity: int, grpcs: Callable[..., Any], fastcommons: Callable[..., Any]) -> str | None:
+    """The first probe on which grpc's function ``name`` and fastcommon's differ, described; None if they never do.
+    Both log on a Recorder: grpc's copied onto it, fastcommon's through common.PROBING in this thread."""
     recorder = Recorder()
     theirs = _outcomes(arity, copied(grpcs, _LOGGER=recorder), recorder)
     common.PROBING.recorder = recorder
     try:
-        mine = _outcomes(arity, ours, recorder)
+        mine = _outcomes(arity, fastcommons, recorder)
     finally:
         del common.PROBING.recorder
     if theirs == mine:

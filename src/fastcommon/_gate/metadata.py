@@ -2,7 +2,7 @@
 
 fastcommon's methods are made for one class and call each other as that class holds them, so they are
 probed together, as they run: each scenario of metadata_probes runs on a class of the gate's own, made from
-grpc's Metadata's namespace (and its bases') with grpc's own methods, and on another with fastcommon's in their
+grpc's Metadata's namespace (and its bases') with grpc's original methods, and on another with fastcommon's in their
 place. Neither is in grpc's hierarchy: subclassing them and asking isinstance() of them leave grpc's class, its
 subclasses and abc's caches as they were; _init_metadata runs as a copy of grpc's that names the gate's class as
 Metadata. Where together they differ, each is left out in turn, so that the verdict names the one whose leaving
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import metadata_probes as probes
-from .functions import copied
+from .copies import copied, detached
 
-# What makes fastcommon's methods: (grpc's own by name, the class they are made for) -> fastcommon's by name.
+# What makes fastcommon's methods: (grpc's originals by name, the class they are made for) -> fastcommon's by name.
 Make = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
@@ -48,25 +48,27 @@ def class_difference(cls: Any, ordered_dict: Any, channel_metadata: Any) -> str 
     return None
 
 
-def differences(owns: dict[str, Any], cls: Any, make: Make, init_metadata: str | None) -> dict[str, str | None]:
-    """For each of grpc's own methods ``owns`` (by name), why fastcommon's may not replace it, or None; probed
+def differences(originals: dict[str, Any], cls: Any, make: Make, init_metadata: str | None) -> dict[str, str | None]:
+    """For each of grpc's original methods ``originals`` (by name), why fastcommon's may not replace it, or None; probed
     together. ``init_metadata``: the name of _init_metadata among them, which is probed on calls of its own."""
-    if not owns:
+    if not originals:
         return {}
-    return dict(_probed(tuple(owns), tuple(owns.values()), cls, make, init_metadata))
+    return dict(_probed(tuple(originals), tuple(originals.values()), cls, make, init_metadata))
 
 
 @functools.lru_cache(maxsize=16)
 def _probed(
-    names: tuple[str, ...], owns: tuple[Any, ...], cls: Any, make: Make, init_metadata: str | None
+    names: tuple[str, ...], originals: tuple[Any, ...], cls: Any, make: Make, init_metadata: str | None
 ) -> tuple[tuple[str, str | None], ...]:
     """differences(), remembered: its verdicts follow from these objects alone (a patch() undone and done again asks
     again), the class's shape being checked before, every time."""
-    held = dict(zip(names, owns, strict=True))
-    theirs = _outcomes(held, [], cls, make, init_metadata)  # grpc's own, once: each difference compares with it
+    by_name = dict(zip(names, originals, strict=True))
+    theirs = _outcomes(
+        by_name, [], cls, make, init_metadata
+    )  # grpc's originals, once: each difference compares with it
 
     def difference(replaced: list[str]) -> str | None:
-        mine = _outcomes(held, replaced, cls, make, init_metadata)
+        mine = _outcomes(by_name, replaced, cls, make, init_metadata)
         differing = (label for (label, a), (_, b) in zip(theirs, mine, strict=True) if a != b)
         return next((f"it differs on a probe: {label}" for label in differing), None)
 
@@ -81,17 +83,6 @@ def _probed(
     return tuple((name, f"{together}, with fastcommon's other Metadata methods") for name in names)
 
 
-_NOT_COPIED = ("__dict__", "__weakref__", "__slots__", "_abc_impl", "__abstractmethods__")
-
-
-def detached(cls: Any, methods: dict[str, Any]) -> Any:
-    """A plain class of the gate's own holding what ``cls`` and its bases hold, ``methods`` (by attribute) in place."""
-    namespace: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__[:-1]):
-        namespace.update((key, value) for key, value in vars(klass).items() if key not in _NOT_COPIED)
-    return type(cls.__name__, (), namespace | methods)
-
-
 class _Sequences(type):
     def __instancecheck__(cls, instance: Any) -> bool:
         return isinstance(instance, (tuple, list, str, bytes, bytearray, range, memoryview, collections.deque))
@@ -103,18 +94,18 @@ class Sequence(metaclass=_Sequences):
 
 
 def _outcomes(
-    owns: dict[str, Any], replaced: list[str], cls: Any, make: Make, init_metadata: str | None
+    originals: dict[str, Any], replaced: list[str], cls: Any, make: Make, init_metadata: str | None
 ) -> list[tuple[str, Any]]:
-    """Each probe's outcome with grpc's own methods, fastcommon's for those ``replaced``."""
-    methods = {name: own for name, own in owns.items() if name != init_metadata}
-    probe = detached(cls, {name.rpartition(".")[2]: own for name, own in methods.items()})
-    ours = {name: methods[name] for name in replaced if name in methods}
-    for name, made in make(ours, probe).items():
-        setattr(probe, name.rpartition(".")[2], made)
+    """Each probe's outcome with grpc's original methods, fastcommon's for those ``replaced``."""
+    methods = {name: original for name, original in originals.items() if name != init_metadata}
+    probe = detached(cls, object, {name.rpartition(".")[2]: original for name, original in methods.items()})
+    fastcommons = {name: methods[name] for name in replaced if name in methods}
+    for name, replacement in make(fastcommons, probe).items():
+        setattr(probe, name.rpartition(".")[2], replacement)
     outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.SCENARIOS]
     if init_metadata is not None:
-        own = staticmethod(copied(owns[init_metadata].__func__, Metadata=probe, Sequence=Sequence))
-        function = make({init_metadata: own}, probe)[init_metadata] if init_metadata in replaced else own
+        original = staticmethod(copied(originals[init_metadata].__func__, Metadata=probe, Sequence=Sequence))
+        function = make({init_metadata: original}, probe)[init_metadata] if init_metadata in replaced else original
         scenarios = probes.init_metadata_scenarios(probe)
         outcomes += [(label, probes.outcome(scenario, function.__func__)) for label, scenario in scenarios]
     return outcomes

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._registry import CLASS, USER_AGENT, of_kind
+from .copies import detached
 
 
 @functools.cache
@@ -74,16 +75,10 @@ def _outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         return ("raised", type(exc), str(exc))
 
 
-def detached(cls: Any) -> Any:
-    """A class of fastcommon's own made from grpc's entry class's namespace: what the probes do with it (pickling an
-    entry writes __slotnames__ into its class) leaves grpc's class as it was."""
-    return type(cls.__name__, (tuple,), {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")})
-
-
 def difference(cls: Any, build: Callable[[Any], Callable[..., Any]]) -> str | None:
     """The first probe on which the entries ``build(cls)`` makes differ from those of grpc's class ``cls``, described;
     None if none. Both are probed on a detached copy of ``cls``."""
-    probed = detached(cls)
+    probed = detached(cls, tuple)  # pickling an entry writes __slotnames__ into its class
     build = build(probed)
     for args, kwargs in PROBES:
         if _outcome(probed, args, kwargs) != _outcome(build, args, kwargs):

@@ -1,0 +1,44 @@
+"""What the gate probes in place of grpc's objects: copies of grpc's functions and classes that share nothing with
+grpc's, so that probing them changes nothing a user or grpc can see."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+# Left out of a class's copy: what only its own layout or hierarchy has, and what runs when it is subclassed.
+_NOT_COPIED = {"__dict__", "__weakref__", "__slots__", "_abc_impl", "__abstractmethods__", "__init_subclass__"}
+
+
+def copied(function: Any, **names: Any) -> Any:
+    """grpc's ``function`` on a copy of its module's namespace with ``names`` in place, the functions of its module
+    that it calls (and they call) copied alike: grpc's own code, seeing the gate's objects under those names."""
+    if not isinstance(function, types.FunctionType):
+        return function
+    namespace = dict(function.__globals__, **names)
+
+    def copy(original: types.FunctionType) -> types.FunctionType:
+        twin = types.FunctionType(original.__code__, namespace, original.__name__, original.__defaults__,
+                                  original.__closure__)  # fmt: skip
+        twin.__kwdefaults__ = original.__kwdefaults__
+        return twin
+
+    pending = [function]
+    while pending:
+        for name in pending.pop().__code__.co_names:
+            value = namespace.get(name)
+            if isinstance(value, types.FunctionType) and value.__globals__ is function.__globals__:
+                namespace[name] = copy(value)
+                pending.append(value)
+    return copy(function)
+
+
+def detached(cls: Any, base: type, methods: dict[str, Any] | None = None) -> Any:
+    """A class of the gate's own on ``base`` (object or tuple) holding what ``cls`` and its bases hold, ``methods``
+    (by attribute) in place: set one by one, so that no __set_name__ runs, and without their __init_subclass__."""
+    probe = type(cls.__name__, (base,), {"__slots__": ()} if base is tuple else {})
+    for klass in reversed(cls.__mro__[: cls.__mro__.index(base)]):
+        for key, value in (vars(klass) | (methods or {}) if klass is cls else vars(klass)).items():
+            if key not in _NOT_COPIED:
+                setattr(probe, key, value)
+    return probe

@@ -1,0 +1,57 @@
+"""What `python -m fastcommon`, `check` and the watch of the next grpcio (.ci/next-grpcio) say: the installation,
+grpcio, and the gate's verdict on each name, in the words of _verdict.py."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+from . import __version__, _gate, _grpc, _implementation, _patching, _verdict
+from ._registry import BY_NAME, CLASS, HOMES, NAMES, TESTED_GRPCIO
+
+
+def status() -> list[str]:
+    """The version, the implementation and why, the Python and grpcio versions, and what patch() does with each
+    name: its home, its fingerprint, and whether it is replaced."""
+    lines = [f"fastcommon {__version__}", f"implementation: {_implementation.IMPLEMENTATION}"]
+    if _implementation.PURE_PYTHON_REASON:
+        lines.append(f"pure Python because: {_implementation.PURE_PYTHON_REASON}")
+    elif _implementation.chosen.LIMITED_API:
+        lines.append("build: abi3 (the Limited API), for CPythons newer than fastcommon's per-version wheels")
+    lines.append(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable})")
+    try:
+        originals = _patching.originals()
+    except ImportError:
+        return [*lines, "grpcio: not installed"]
+    lines.append(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.tested()})")
+    widths = max(map(len, NAMES)), max(map(len, HOMES))
+    pure = _implementation.IMPLEMENTATION == "python"
+    for name, verdict in _gate.assess(originals).items():
+        found = _gate.fingerprint_of(originals[name]) if BY_NAME[name].kind != CLASS else None  # a class has none
+        lines.append(_verdict.status_line(verdict, found, _patching.is_patched(name), pure, widths))
+    return lines
+
+
+def check() -> tuple[int, list[str]]:
+    """0 when patch() gives grpc everything fastcommon offers, compiled; else 1; and a line for each reason."""
+    try:
+        verdicts = _patching.verdicts()
+    except ImportError as exc:
+        return 1, [f"fastcommon check: {exc}"]
+    complete, lines = _verdict.check_lines(verdicts.values(), _grpc.version(), _implementation.PURE_PYTHON_REASON)
+    return 0 if complete else 1, lines
+
+
+def watch() -> tuple[int, list[str]]:
+    """What of the installed grpcio the gate does not know (1), or that it knows all of it (0): .ci/next-grpcio."""
+    unknown = _gate.unknown(_patching.originals())
+    lines = [f"{name} in {BY_NAME[name].home}: {what}" for name, what in unknown.items()]
+    version = _grpc.version()
+    if not unknown:
+        lines.append(f"none: the gate knows all of grpcio {version}")
+    if version not in TESTED_GRPCIO:
+        lines.append(
+            f"grpcio {version} is not yet among the releases the suite ran against: once it passes, add it to the "
+            "releases of its fingerprints in src/fastcommon/_registry.py"
+        )
+    return (1 if unknown else 0), lines
