@@ -19,8 +19,7 @@
 #define FASTCOMMON_LIMITED_API 0
 #define fastcommon_bytes_data PyBytes_AS_STRING
 #define fastcommon_bytes_size PyBytes_GET_SIZE
-/* collections.OrderedDict() without its __init__, which does nothing without arguments */
-#define fastcommon_new_ordered_dict(ordered_dict) PyODict_New()
+#define fastcommon_new_ordered_dict(ordered_dict) PyODict_New() /* OrderedDict() but its __init__, a no-op here */
 #define fastcommon_ordered_set PyODict_SetItem /* what an OrderedDict's item assignment calls */
 #define fastcommon_list_size PyList_GET_SIZE
 #define fastcommon_list_item(list, i) Py_NewRef(PyList_GET_ITEM((list), (i)))

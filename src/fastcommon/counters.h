@@ -1,7 +1,6 @@
-/* The call counters of `python -m fastcommon run --report`: one per replaceable, at its place in the registry
- * (fastcommon/_registry.py), in each compiled module that includes this (counters.pxd), read by its calls().
- * Process-wide on purpose: a fork child inherits its parent's counts, and the report subtracts them. Atomic where
- * threads run at once (free-threaded CPython). */
+/* The call counters of `run --report`, one per replaceable at its place in the registry, in each compiled module
+ * (counters.pxd), read by its calls(). Process-wide on purpose: a fork child inherits its parent's counts, and the
+ * report subtracts them. Atomic where threads run at once (free-threaded CPython). */
 #ifndef FASTCOMMON_COUNTERS_H
 #define FASTCOMMON_COUNTERS_H
 
@@ -21,8 +20,7 @@ static unsigned long long fastcommon_calls[FASTCOMMON_MAX_COUNTERS];
 #define FASTCOMMON_LOAD(slot) (*(slot))
 #endif
 
-/* 0 if `counter` is one (or, where `none_allowed`, -1: it counts nothing); else -1 with ValueError. The one check:
-   what counts is given a checked counter. */
+/* 0 if `counter` is one (or, where `none_allowed`, -1: none); else -1 with ValueError. The one check of a counter. */
 static int
 fastcommon_check_counter(Py_ssize_t counter, int none_allowed)
 {
@@ -33,22 +31,11 @@ fastcommon_check_counter(Py_ssize_t counter, int none_allowed)
     return -1;
 }
 
-static inline void /* count n calls at a checked `counter` */
-fastcommon_count_by(Py_ssize_t counter, Py_ssize_t n)
-{
-    if (counter >= 0) {
-        FASTCOMMON_ADD(&fastcommon_calls[counter], n);
-    }
-}
-
+/* count n calls at a checked `counter` (-1: none) */
+#define fastcommon_count_by(counter, n) do { if ((counter) >= 0) { FASTCOMMON_ADD(&fastcommon_calls[(counter)], (n)); } } while (0)
 #define fastcommon_count(counter) fastcommon_count_by((counter), 1)
 
-static inline unsigned long long
-fastcommon_count_of(Py_ssize_t counter)
-{
-    return FASTCOMMON_LOAD(&fastcommon_calls[counter]);
-}
-
+#define fastcommon_count_of(counter) FASTCOMMON_LOAD(&fastcommon_calls[(counter)])
 /* Where a checked counter that counts on every call counts: one increment a call, no test. */
 #define fastcommon_counter_at(counter) (&fastcommon_calls[(counter)])
 #define fastcommon_increment(slot) FASTCOMMON_ADD((slot), 1)

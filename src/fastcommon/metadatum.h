@@ -1,9 +1,7 @@
 /* MetadatumConstructor: what fastcommon puts in place of cygrpc._Metadatum, the namedtuple grpc's core calls for
- * every metadata entry it receives. C because it fills a tuple subclass in place: what namedtuple's __new__ does,
- * without its Python frame and two temporary tuples. Any other call, and everything but a call (attributes,
- * isinstance(), issubclass(), a class statement, ==, hash, [], |, weak references), is the class's own. It holds the one class it checked when it
- * was made, for good. Not in a Limited API (abi3) build: a tuple's layout is not part of the Limited API.
- */
+ * every metadata entry it receives. C because it fills a tuple subclass in place, as namedtuple's __new__ does,
+ * without its Python frame and two temporary tuples; it holds the one class it checked when it was made, for good.
+ * Not for the Limited API (abi3): a tuple's layout is not part of it. */
 #ifndef FASTCOMMON_METADATUM_H
 #define FASTCOMMON_METADATUM_H
 
@@ -40,43 +38,38 @@ typedef struct {
     PyObject *weakrefs;
 } fastcommon_constructor;
 
+#define FASTCOMMON_CLS(op) (((fastcommon_constructor *)(op))->cls)
+
 static destructor fastcommon_python_class_dealloc; /* subtype_dealloc: a class statement's classes' */
 
-/* Why instances of cls cannot be built as a tuple of two items written in place; NULL if they can. A subclass's
-   __bases__ can be reassigned only between layout-compatible bases, and a type's sizes never change, so what is
-   checked here holds for the class's whole life. */
+/* Why instances of cls cannot be written in place as a tuple of two; NULL if they can. A type's sizes never change,
+   and __bases__ can be reassigned only between layout-compatible bases: it holds for the class's whole life. */
 static const char *
 fastcommon_tuple_layout_problem(PyObject *cls)
 {
-    PyTypeObject *type = (PyTypeObject *)cls, *base;
+    PyTypeObject *type = (PyTypeObject *)cls, *base = type;
     if (!PyType_Check(cls) || type == &PyTuple_Type || !PyType_IsSubtype(type, &PyTuple_Type)) {
         return "is not a subclass of tuple";
     }
-    /* Every class from it down to tuple made by a class statement: a C subclass (a structseq, say) frees and
-       visits fields of its own beyond the two items written here. */
-    for (base = type; base != &PyTuple_Type; base = base->tp_base) {
-        if (base == NULL || !PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)
-            || base->tp_dealloc != fastcommon_python_class_dealloc) {
-            return "is not made by a class statement from tuple";
-        }
+    while (base != NULL && PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE)
+           && base->tp_dealloc == fastcommon_python_class_dealloc) {
+        base = base->tp_base;
     }
-    if (!PyType_HasFeature(type, Py_TPFLAGS_HAVE_GC)) {
-        return "is not tracked by the garbage collector";
-    }
-    if (type->tp_dictoffset != 0 || type->tp_weaklistoffset != 0 || PyType_HasFeature(type, FASTCOMMON_MANAGED)) {
-        return "has a __dict__ or a __weakref__";
-    }
-    if (type->tp_basicsize != PyTuple_Type.tp_basicsize || type->tp_itemsize != PyTuple_Type.tp_itemsize) {
-        return "has fields of its own";
-    }
-    return NULL;
+    /* a C subclass (a structseq, say) frees and visits fields of its own beyond the two items written here */
+    return base != &PyTuple_Type ? "is not made by a class statement from tuple"
+         : !PyType_HasFeature(type, Py_TPFLAGS_HAVE_GC) ? "is not tracked by the garbage collector"
+         : type->tp_dictoffset || type->tp_weaklistoffset || PyType_HasFeature(type, FASTCOMMON_MANAGED)
+             ? "has a __dict__ or a __weakref__"
+         : type->tp_basicsize != PyTuple_Type.tp_basicsize || type->tp_itemsize != PyTuple_Type.tp_itemsize
+             ? "has fields of its own"
+         : NULL;
 }
 
 /* cls(key, value), built in place; any other call is the class's own, its errors included. */
 static PyObject *
 fastcommon_build_entry(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *cls = ((fastcommon_constructor *)self)->cls;
+    PyObject *cls = FASTCOMMON_CLS(self);
     PyTupleObject *entry;
     if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
         return PyObject_Vectorcall(cls, args, nargsf, kwnames);
@@ -118,17 +111,11 @@ fastcommon_constructor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$n:MetadatumConstructor", keywords, &cls, &counter)) {
         return NULL;
     }
-    problem = fastcommon_tuple_layout_problem(cls);
-    if (problem != NULL) {
-        PyErr_Format(PyExc_TypeError, "MetadatumConstructor() needs a tuple subclass with a tuple's layout: %R %s",
-                     cls, problem);
-        return NULL;
+    if ((problem = fastcommon_tuple_layout_problem(cls)) != NULL) {
+        return PyErr_Format(PyExc_TypeError, "MetadatumConstructor() needs a tuple subclass with a tuple's layout: "
+                            "%R %s", cls, problem);
     }
-    if (fastcommon_check_counter(counter, 1) < 0) {
-        return NULL;
-    }
-    self = (fastcommon_constructor *)type->tp_alloc(type, 0);
-    if (self == NULL) {
+    if (fastcommon_check_counter(counter, 1) < 0 || (self = (fastcommon_constructor *)type->tp_alloc(type, 0)) == NULL) {
         return NULL;
     }
     self->vectorcall = counter >= 0 ? fastcommon_build_counted_entry : fastcommon_build_entry;
@@ -141,7 +128,7 @@ static int
 fastcommon_constructor_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(((fastcommon_constructor *)self)->cls);
+    Py_VISIT(FASTCOMMON_CLS(self));
     return 0;
 }
 
@@ -154,80 +141,53 @@ fastcommon_constructor_dealloc(PyObject *self)
     if (((fastcommon_constructor *)self)->weakrefs != NULL) {
         PyObject_ClearWeakRefs(self);
     }
-    Py_DECREF(((fastcommon_constructor *)self)->cls);
+    Py_DECREF(FASTCOMMON_CLS(self));
     type->tp_free(self);
     Py_DECREF(type);
 }
 
-/* Every attribute is the class's, but __mro_entries__ (a class statement reads it on a base that is not a class). */
+/* Everything but a call is the class's: attributes (__mro_entries__ aside: a class statement reads it on a base that
+   is not a class), repr, [], ==, hash, |, isinstance(), issubclass(); a constructor among the operands stands for it. */
+#define FASTCOMMON_CLASS_OF(op) (Py_TYPE(op)->tp_dealloc == fastcommon_constructor_dealloc ? FASTCOMMON_CLS(op) : (op))
+
 static PyObject *
 fastcommon_constructor_getattro(PyObject *self, PyObject *name)
 {
     if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__mro_entries__") == 0) {
         return PyObject_GenericGetAttr(self, name);
     }
-    return PyObject_GetAttr(((fastcommon_constructor *)self)->cls, name);
+    return PyObject_GetAttr(FASTCOMMON_CLS(self), name);
 }
 
-static int
-fastcommon_constructor_setattro(PyObject *self, PyObject *name, PyObject *value)
-{
-    return PyObject_SetAttr(((fastcommon_constructor *)self)->cls, name, value);
-}
+static int fastcommon_constructor_setattro(PyObject *self, PyObject *name, PyObject *value)
+{ return PyObject_SetAttr(FASTCOMMON_CLS(self), name, value); }
+static PyObject *fastcommon_constructor_repr(PyObject *self) { return PyObject_Repr(FASTCOMMON_CLS(self)); }
+static PyObject *fastcommon_constructor_getitem(PyObject *self, PyObject *item)
+{ return PyObject_GetItem(FASTCOMMON_CLS(self), item); }
+static Py_hash_t fastcommon_constructor_hash(PyObject *self) { return PyObject_Hash(FASTCOMMON_CLS(self)); }
+static PyObject *fastcommon_constructor_or(PyObject *left, PyObject *right)
+{ return PyNumber_Or(FASTCOMMON_CLASS_OF(left), FASTCOMMON_CLASS_OF(right)); }
+static PyObject *fastcommon_constructor_mro_entries(PyObject *self, PyObject *bases)
+{ return (void)bases, PyTuple_Pack(1, FASTCOMMON_CLS(self)); }
 
-static PyObject *
-fastcommon_constructor_repr(PyObject *self)
-{
-    return PyObject_Repr(((fastcommon_constructor *)self)->cls);
-}
-
-#define FASTCOMMON_CLASS_OF(op) \
-    (Py_TYPE(op)->tp_dealloc == fastcommon_constructor_dealloc ? ((fastcommon_constructor *)(op))->cls : (op))
-
-static PyObject * /* C[item], C == other, hash(C), C | other: the class's */
-fastcommon_constructor_getitem(PyObject *self, PyObject *item)
-{
-    return PyObject_GetItem(((fastcommon_constructor *)self)->cls, item);
-}
-
-static PyObject * /* as the class's metaclass compares it: NotImplemented lets Python try the other side */
+static PyObject * /* as its metaclass compares the class: NotImplemented lets Python ask the other side */
 fastcommon_constructor_richcompare(PyObject *self, PyObject *other, int op)
 {
-    PyObject *cls = ((fastcommon_constructor *)self)->cls;
-    return Py_TYPE(cls)->tp_richcompare(cls, FASTCOMMON_CLASS_OF(other), op);
-}
-
-static Py_hash_t
-fastcommon_constructor_hash(PyObject *self)
-{
-    return PyObject_Hash(((fastcommon_constructor *)self)->cls);
-}
-
-static PyObject *
-fastcommon_constructor_or(PyObject *left, PyObject *right)
-{
-    return PyNumber_Or(FASTCOMMON_CLASS_OF(left), FASTCOMMON_CLASS_OF(right));
+    return Py_TYPE(FASTCOMMON_CLS(self))->tp_richcompare(FASTCOMMON_CLS(self), FASTCOMMON_CLASS_OF(other), op);
 }
 
 static PyObject *
 fastcommon_constructor_instancecheck(PyObject *self, PyObject *instance)
 {
-    int is = PyObject_IsInstance(instance, ((fastcommon_constructor *)self)->cls);
+    int is = PyObject_IsInstance(instance, FASTCOMMON_CLS(self));
     return is < 0 ? NULL : PyBool_FromLong(is);
 }
 
 static PyObject *
 fastcommon_constructor_subclasscheck(PyObject *self, PyObject *subclass)
 {
-    int is = PyObject_IsSubclass(FASTCOMMON_CLASS_OF(subclass), ((fastcommon_constructor *)self)->cls);
+    int is = PyObject_IsSubclass(FASTCOMMON_CLASS_OF(subclass), FASTCOMMON_CLS(self));
     return is < 0 ? NULL : PyBool_FromLong(is);
-}
-
-static PyObject *
-fastcommon_constructor_mro_entries(PyObject *self, PyObject *bases)
-{
-    (void)bases;
-    return PyTuple_Pack(1, ((fastcommon_constructor *)self)->cls);
 }
 
 static PyMethodDef fastcommon_constructor_methods[] = {
@@ -239,14 +199,11 @@ static PyMethodDef fastcommon_constructor_methods[] = {
 
 static PyMemberDef fastcommon_constructor_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(fastcommon_constructor, vectorcall), READONLY, NULL},
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(fastcommon_constructor, weakrefs), READONLY, NULL},
-    {NULL, 0, 0, 0, NULL},
-};
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(fastcommon_constructor, weakrefs), READONLY, NULL}, {NULL, 0, 0, 0, NULL}};
 
 static PyType_Slot fastcommon_constructor_slots[] = {
-    {Py_tp_doc, (void *)"MetadatumConstructor(cls, /, *, counter=-1)\n--\n\n"
-                        "Builds cls(key, value) as a namedtuple's __new__ does, for a namedtuple cls of two fields, "
-                        "checked; any other call, and everything else, is cls's own."},
+    {Py_tp_doc, (void *)"MetadatumConstructor(cls, /, *, counter=-1)\n--\n\nBuilds cls(key, value) as a namedtuple's "
+                        "__new__ does, for a namedtuple cls of two fields, checked; anything else is cls's own."},
     {Py_tp_new, (void *)fastcommon_constructor_new},
     {Py_tp_dealloc, (void *)fastcommon_constructor_dealloc},
     {Py_tp_traverse, (void *)fastcommon_constructor_traverse},
@@ -263,13 +220,10 @@ static PyType_Slot fastcommon_constructor_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec fastcommon_constructor_spec = {
-    "fastcommon.fast_entry.MetadatumConstructor",
-    sizeof(fastcommon_constructor),
-    0,
+static PyType_Spec fastcommon_constructor_spec = {"fastcommon.fast_entry.MetadatumConstructor",
+    sizeof(fastcommon_constructor), 0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
-    fastcommon_constructor_slots,
-};
+    fastcommon_constructor_slots};
 
 static PyObject * /* the MetadatumConstructor class, made once at import */
 fastcommon_constructor_type(void)
