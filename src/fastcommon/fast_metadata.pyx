@@ -409,27 +409,21 @@ cdef object _make_contains(object grpcs, _Methods methods, Py_ssize_t counter):
 
 cdef object _make_setitem(object grpcs, _Methods methods, Py_ssize_t counter):
     @cython.binding(True)
-    def __setitem__(self, key, value):
+    def __setitem__(self, key, value):  # [value] under a new key; else value in place of the first
         fastcommon_count(counter)
-        _set_first_value(self, key, value)
+        if key not in self:
+            values = [value]
+        else:
+            current_values = self.get_all(key)
+            values = _first_replaced(value, current_values)
+        metadata = self._metadata
+        if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
+            _deeper(_assign, metadata, key, values)
+            return
+        with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+            metadata[key] = values
 
     return __setitem__
-
-
-cdef int _set_first_value(object self, object key, object value) except -1:
-    """grpc's __setitem__: [value] under a new key; else value in place of the first."""
-    if key not in self:
-        values = [value]
-    else:
-        current_values = self.get_all(key)
-        values = _first_replaced(value, current_values)
-    metadata = self._metadata
-    if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
-        _deeper(_assign, metadata, key, values)
-        return 0
-    with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
-        metadata[key] = values
-    return 0
 
 
 cdef object _make_init_metadata(object grpcs, _Methods methods, Py_ssize_t counter):
@@ -455,8 +449,7 @@ cdef object _make_init_metadata(object grpcs, _Methods methods, Py_ssize_t count
     return _init_metadata
 
 
-# What replaces each method, by the name it has in its class: its maker, and what its class holds it in. The
-# registry (fastcommon/_registry.py) names what is replaced; fastcommon.patch() checks the two agree.
+# What makes the replacement of each method, by its name in its class (the registry names what is replaced).
 _MAKERS = {
     "__init__": _make_init,
     "add": _make_add,
