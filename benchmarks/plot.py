@@ -7,7 +7,6 @@
 matplotlib is not a requirement: pip install matplotlib.
 """
 
-import argparse
 import json
 import os
 
@@ -154,19 +153,10 @@ def save(figure, directory, name, image_format):
     return f"wrote {path}"
 
 
-def main(argv):
+def main(args):
     """Chart saved results: pyperf's per call (-o of a per-call run), --rpc's and --rpc-instructions' (-o)."""
     import pyperf
 
-    parser = argparse.ArgumentParser(
-        prog="python benchmark.py --plot DIR",
-        usage="python benchmark.py --plot DIR [results.json ...]",
-        description=main.__doc__,
-    )
-    parser.add_argument("--plot", metavar="DIR", required=True)
-    parser.add_argument("--plot-format", choices=FORMATS, default=FORMATS[0], help="the charts' format")
-    parser.add_argument("results", nargs="+", help="JSON files written by python benchmark.py [--rpc...] -o FILE")
-    args = parser.parse_args(argv)
     per_call, per_rpc, sources = {}, {}, {}
     for path in args.results:
         try:
