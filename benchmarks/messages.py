@@ -43,8 +43,8 @@ def share_cell(through, bare):
     return "within noise" if low <= 1.0 <= high else f"{1 - ratio:.1%}"
 
 
-def report(timed, echo):
-    """The table of this run ({name: (mean ns, half-width)}), and the published figures beside it."""
+def report(timed, echo, noise):
+    """The table of this run ({name: (mean ns, half-width)}) and its noise line, then the published figures."""
     from google.protobuf.internal import api_implementation
 
     rows = [("message, size", "way", "ns/message", "95% CI", "MB/s", "wrapper's share")]
@@ -64,6 +64,7 @@ def report(timed, echo):
             f"protobuf {api_implementation.Type()} backend; MB/s = message bytes / time; the wrapper's share = "
             "(through the wrapper - bare) / through the wrapper",
             format_table(rows, text_columns=2),
+            noise,
             "",
             PUBLISHED_NOTE,
             format_table([("dataset", *PUBLISHED_COLUMNS)] + [(name, *figures) for name, figures in PUBLISHED.items()]),

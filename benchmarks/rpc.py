@@ -271,7 +271,7 @@ def measure_rounds(stubs_dir, modes, rounds, rpcs, progress):
 
 def interval(values):
     mean, ci = mean_and_ci95(values)
-    return f"{mean:.1f} +- {ci:.1f}"
+    return f"{mean:.1f} ± {ci:.1f}"
 
 
 def saving(stock, patched):
@@ -351,14 +351,14 @@ def main(args):
         "together), and the metadata a grpc.aio call makes (_init_metadata, then tuple(): on the client); "
         f"the '10 headers' kinds send {len(HEADERS)} request headers:"
     )
-    print(format_table(rows))
+    print(format_table(rows, text_columns=2))
     print(
         "\nns per call measured in this run (timeit, best of 5), grpc's -> fastcommon's: "
         + ", ".join(f"{name} {grpc_ns:.1f} -> {ours:.1f}" for name, (grpc_ns, ours) in costs.items())
     )
 
     header = (
-        f"{args.rounds} rounds of {rpcs} RPCs, fresh processes every round; mean +- 95% CI over rounds; "
+        f"{args.rounds} rounds of {rpcs} RPCs, fresh processes every round; mean ± 95% CI over rounds; "
         f"server and client each in their own process, both {modes[0]} or both {modes[1]}"
     )
     print(
@@ -374,17 +374,17 @@ def main(args):
             mean, ci, verdict = saving(first, second)
             savings[kind, side] = (mean, ci, verdict)
             rows.append(
-                (kind, side, interval(first), interval(second), f"{mean:+.2f} +- {ci:.2f} µs", verdict,
+                (kind, side, interval(first), interval(second), f"{mean:+.2f} ± {ci:.2f} µs", verdict,
                  f"{predicted[kind][side]:.3f} µs")
             )  # fmt: skip
-    print(format_table(rows))
+    print(format_table(rows, text_columns=2))
 
     print(f"\nWall-clock µs per RPC, {header}:")
     rows = [("RPC kind", *modes, "saved", "")]
     for kind in RPC_KINDS:
         first, second = measured[modes[0], kind]["wall"], measured[modes[1], kind]["wall"]
         mean, ci, verdict = saving(first, second)
-        rows.append((kind, interval(first), interval(second), f"{mean:+.2f} +- {ci:.2f} µs", verdict))
+        rows.append((kind, interval(first), interval(second), f"{mean:+.2f} ± {ci:.2f} µs", verdict))
     print(format_table(rows))
 
     print(

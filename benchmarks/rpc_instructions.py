@@ -274,7 +274,7 @@ def savings_table(results):
              f"{headline['share']:.1%}", f"{headline['low']:.1%} to {headline['high']:.1%}",
              f"{headline['python_share']:.1%}", f"{check:+.2%}")
         )  # fmt: skip
-    return format_table(rows)
+    return format_table(rows, text_columns=2)
 
 
 def collections_table(results):
@@ -287,7 +287,7 @@ def collections_table(results):
                 ", ".join(f"{statistics.fmean(run[s][g] for run in runs):.1f}" for g in range(3)) for s in (0, 1)
             ]
             rows.append((f"{flavour} unary, {headers} headers", process, mode, *segments))
-    return format_table(rows)
+    return format_table(rows, text_columns=3)
 
 
 def report(results, rpcs):
@@ -314,7 +314,7 @@ def report(results, rpcs):
             total = sum(costs.values())
             shares = [f"{costs[name]:,.0f} ({costs[name] / total:.0%})" for name in OBJECTS]
             rows.append((f"{flavour} unary, {headers} headers", process, mode, *shares))
-    return "\n".join([*lines, format_table(rows)])
+    return "\n".join([*lines, format_table(rows, text_columns=3)])
 
 
 def main(args):

@@ -155,23 +155,22 @@ def main(argv, options):
             progress.say(f"patch()'s gate, in {GATE_PROCESSES} fresh processes")
             first, again = gate_cost_us()
         print(
-            f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}; ns/call: the mean of pyperf's "
-            f"{args.processes} processes and its 95% confidence interval"
+            f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}; each time the mean of pyperf's "
+            f"{args.processes} processes, and its 95% confidence interval"
         )
         if args.messages:
-            print(messages.report(timed, pb2.Echo))
+            print(messages.report(timed, pb2.Echo, noise_line(benches)))
         else:
             print("speedup: grpc's time over this one; x floor: this one over its case's floor; within noise: the "
                   "range the intervals allow holds 1.00")  # fmt: skip
             print(per_call_table(timed, cases))
+            print(noise_line(benches))
             print(
                 f"\npatch()'s gate, once per process: {first / 1e3:.1f} ms on its first run in a fresh process "
                 f"(median of {GATE_PROCESSES}), {again / 1e3:.1f} ms run again"
             )
-        print(noise_line(benches))
         if args.plot:
-            print(plot.per_call_chart({sys.version.split()[0]: {n: ns for n, (ns, _) in timed.items()}}, args.plot,
-                                      args.plot_format))  # fmt: skip
+            print(plot.per_call_chart({sys.version.split()[0]: timed}, args.plot, args.plot_format))
 
 
 def per_call_timings(message_class, more_inputs):

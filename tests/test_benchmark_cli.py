@@ -176,9 +176,14 @@ def test_rpc_instructions_says_how_long_it_will_take_and_on_what_based_then_how_
 
 
 def test_instructions_py_shows_each_case_as_the_child_finishes_it_weighed_by_its_time_without_callgrind(capsys):
-    progress = timing.Progress("instructions.py", 3, "cases", clock=itertools.count(0, 10).__next__, weights=[1, 1, 6])
-    child = iter(["0.1 loop\n", "0.2 callable(x)\n", "9.0 aio call metadata, none | grpc.aio\n"])
-    assert instructions.follow(child, progress) == ["loop", "callable(x)", "aio call metadata, none | grpc.aio"]
+    def start(count):
+        return timing.Progress(
+            "instructions.py", count, "cases", clock=itertools.count(0, 10).__next__, weights=[1, 1, 6]
+        )
+
+    child = iter(["3\n", "0.1 loop\n", "0.2 callable(x)\n", "9.0 aio call metadata, none | grpc.aio\n"])
+    assert instructions.follow(child, start) == ["loop", "callable(x)", "aio call metadata, none | grpc.aio"]
+    assert instructions.follow(iter([]), start) == []  # a child that failed before it began
     # 10 s for a case of weight 1: the 7 to come at that pace
     assert (
         capsys.readouterr()
