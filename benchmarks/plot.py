@@ -128,7 +128,7 @@ def _instructions_panel(axis, results):
         range(len(rows)), [f"{flavour}, {headers} headers: {process}" for flavour, headers, process in rows]
     )
     axis.invert_yaxis()
-    axis.set_xlim(0, axis.get_xlim()[1] * 1.35)  # room for the labels right of each bar
+    axis.set_xlim(0, axis.get_xlim()[1] * 1.5)  # room for the labels right of each bar
     axis.set_xlabel("thousands of instructions per RPC, the whole process; saved: counted on its Python side")
     axis.set_title("python benchmark.py --rpc-instructions: the share of the whole process")
 

@@ -18,7 +18,14 @@ import time
 
 from benchmarks import plot
 from benchmarks.suite import small_message
-from benchmarks.timing import AIO_METADATA, FUNCTIONS, Progress, format_table, mean_and_ci95, ns_per_call
+from benchmarks.timing import (
+    AIO_METADATA,
+    FUNCTIONS,
+    Progress,
+    format_table,
+    mean_and_ci95,
+    ns_per_call,
+)
 from fastcommon._registry import METHOD_NAME, USER_AGENT
 from grpc_echo import (
     REQUEST_HEADERS,

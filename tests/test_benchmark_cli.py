@@ -170,8 +170,8 @@ def test_rpc_instructions_says_how_long_it_will_take_and_on_what_based_then_how_
     monkeypatch.setattr(rpc_instructions, "per_rpc", lambda *args: {0: {}, 10: {}})
     rpc_instructions.measure("stubs", "out", 300, 2, clock=itertools.count(0, 60).__next__)
     first, *steps = capsys.readouterr().err.splitlines()
-    # 8 runs x (45 s to start + 0.011 s x (30 + 3 x 300 + 6) RPCs x 2 processes): about 525 s
-    assert "8 runs" in first and "about 8.7 min at the pace of the machine it was written on (2 cores" in first
+    # 8 runs x (34 s to start + 0.011 s x (30 + 3 x 300 + 6) RPCs x 2 processes): about 437 s
+    assert "8 runs" in first and "about 7.3 min at the pace measured on a 2-core machine" in first
     assert len(steps) == 8 and "1 of 8 runs, 60 s so far; about 7.0 min left" in steps[0]
 
 
