@@ -27,19 +27,14 @@ def benchmark(*args, cwd, env=None):
     )
 
 
-def without(tmp_path, *modules):
-    """An environment where importing these modules fails, as if they were not installed."""
+def without_matplotlib(tmp_path):
+    """An environment without matplotlib, nor grpc_tools, with which every run starts (generating the echo stubs):
+    a run that should have stopped before it started fails at once rather than running for minutes."""
     blocker = tmp_path / "blocked_modules"
     blocker.mkdir(exist_ok=True)
-    for module in modules:
+    for module in ("matplotlib", "grpc_tools"):
         (blocker / f"{module}.py").write_text(f"raise ImportError('{module} is blocked for this test')\n")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
-
-
-# Every run starts by generating the echo stubs with grpc_tools: without it, a run that should have stopped
-# before it started fails at once rather than running for minutes.
-def without_matplotlib_or_a_run(tmp_path):
-    return without(tmp_path, "matplotlib", "grpc_tools")
 
 
 sys.path.insert(0, os.path.dirname(BENCHMARK))
@@ -73,9 +68,6 @@ def cells(table):
     return rows
 
 
-# The arithmetic: what is a result, and what is noise
-
-
 @pytest.mark.parametrize(
     "numerator, denominator, cell",
     [
@@ -106,9 +98,6 @@ def test_a_result_is_the_mean_of_its_processes_means_with_their_95_percent_inter
 )
 def test_a_wrappers_share_is_a_result_only_outside_the_noise(through, bare, cell):
     assert messages.share_cell(through, bare) == cell
-
-
-# The shape of what a person reads
 
 
 def test_the_per_call_table_is_aligned_names_each_floor_in_its_row_and_prints_no_noise_as_a_result():
@@ -203,9 +192,6 @@ def test_rpc_shows_each_round(monkeypatch, capsys):
         "--rpc: 1 of 2 rounds, 8 s so far; about 8 s left at the pace so far",
         "--rpc: 2 of 2 rounds, 16 s so far; about 0 s left at the pace so far",
     ]
-
-
-# --rpc: what a saving is
 
 
 @pytest.mark.parametrize(
@@ -348,9 +334,6 @@ def test_the_rpc_instructions_report_puts_the_headline_and_the_collections_in_al
     assert rows["sync unary, 0 headers", "server", "stock"] == ["3.0, 0.0, 0.0", "6.0, 1.0, 0.0"]
 
 
-# The command line
-
-
 def test_help_leads_with_the_modes_then_pyperfs_options_and_says_no_duration(tmp_path):
     result = benchmark("--help", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
@@ -366,7 +349,7 @@ def test_help_leads_with_the_modes_then_pyperfs_options_and_says_no_duration(tmp
      ["--bogus"], ["--messages", "--plot", "charts"], ["--plot", "charts", "results.json", "--bogus"], ["--plot"]],
 )  # fmt: skip
 def test_a_usage_error_is_one_line_after_the_usage_and_status_2(tmp_path, args):
-    result = benchmark(*args, cwd=tmp_path, env=without_matplotlib_or_a_run(tmp_path))
+    result = benchmark(*args, cwd=tmp_path, env=without_matplotlib(tmp_path))
     assert (result.returncode, result.stdout) == (2, "")
     usage, error = result.stderr.splitlines()  # benchmark.py's own usage, on one line, whatever parses the options
     assert usage.startswith("usage: python benchmark.py") and "--rigorous" not in usage
@@ -400,7 +383,7 @@ def test_plot_refuses_two_results_of_one_kind_naming_both(tmp_path, saved, what)
             per_call_results(tmp_path / name, saved)
         else:
             (tmp_path / name).write_text(json.dumps(saved))
-    result = benchmark("--plot", "charts", "a.json", "b.json", cwd=tmp_path, env=without(tmp_path, "matplotlib"))
+    result = benchmark("--plot", "charts", "a.json", "b.json", cwd=tmp_path, env=without_matplotlib(tmp_path))
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == f"python benchmark.py --plot: a.json and b.json are both {what}; chart one of them\n"
 
@@ -409,7 +392,7 @@ def test_plot_refuses_two_results_of_one_kind_naming_both(tmp_path, saved, what)
 def test_plot_without_matplotlib_stops_before_a_run_in_one_line(tmp_path, mode):
     per_call_results(tmp_path / "3.11.json", "3.11.7 (64-bit)")
     per_call_results(tmp_path / "3.12.json", "3.12.1 (64-bit)")  # read both, then to chart
-    result = benchmark("--plot", "charts", *mode, cwd=tmp_path, env=without_matplotlib_or_a_run(tmp_path))
+    result = benchmark("--plot", "charts", *mode, cwd=tmp_path, env=without_matplotlib(tmp_path))
     assert (result.returncode, result.stdout, result.stderr) == (1, "", PLOT_NEEDS_MATPLOTLIB)
 
 
