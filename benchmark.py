@@ -1,7 +1,7 @@
 """Time fastcommon against grpc._common: per call, per message and per RPC; and chart it.
 
-    python benchmark.py                      # per call: the conversions and (de)serialize, pyperf, under 3 minutes
-    python benchmark.py --fast               # per call in pyperf's quick mode: about half the time
+    python benchmark.py                      # per call: the conversions and (de)serialize, pyperf
+    python benchmark.py --fast               # per call in pyperf's quick mode: fewer processes and values
     python benchmark.py --more-inputs        # also a 1 KiB details string, non-ASCII text, invalid UTF-8
     python benchmark.py --messages           # messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, the wrapper's share
     python benchmark.py -o results.json      # then: python -m pyperf compare_to a.json b.json --table
@@ -9,6 +9,7 @@
     python benchmark.py --rpc-instructions   # end to end: instructions per RPC and process, by callgrind (valgrind)
     python benchmark.py --plot DIR [a.json ...]  # charts, of this run or of saved ones (pip install matplotlib)
 
+Every run over a minute says on stderr how far it is, and how long is left at the pace so far.
 The parts live in benchmarks/; the echo service, shared with the tests, in grpc_echo/.
 """
 
@@ -17,46 +18,77 @@ import os
 import sys
 
 OPTIONS_WITH_A_FILE = ("-o", "--output", "--append")
+PER_CALL, RPC, RPC_INSTRUCTIONS, PLOT = "per call", "--rpc", "--rpc-instructions", "--plot"  # what parses
+
+
+def options():
+    """benchmark.py's own options, each declared once: (its group in --help, flags, argparse's keywords, the
+    parsers that take it). The per-call run parses with pyperf's parser, which has its own --fast and -o."""
+    from benchmarks import plot, rpc, rpc_instructions
+    from benchmarks.timing import positive_int
+
+    every = (PER_CALL, RPC, RPC_INSTRUCTIONS, PLOT)
+    fast = f"--rpc-instructions: {rpc_instructions.FAST_REPEATS} runs of each mode, not {rpc_instructions.REPEATS}"
+    rpcs = f"--rpc: RPCs per round ({rpc.RPCS}); --rpc-instructions: N, the first batch ({rpc_instructions.RPCS})"
+    return [
+        ("modes", ["--fast"], {"action": "store_true", "help": f"per call, in pyperf's quick mode; {fast}"},
+         (RPC_INSTRUCTIONS,)),
+        ("modes", ["--more-inputs"], {"action": "store_true", "help": "per call, also 1 KiB, non-ASCII and invalid "
+         "UTF-8"}, (PER_CALL,)),
+        ("modes", ["--messages"], {"action": "store_true", "help": "messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, "
+         "the wrapper's share"}, (PER_CALL,)),
+        ("modes", ["--rpc"], {"action": "store_true", "help": "end to end: CPU and time per RPC, stock against "
+         "patched"}, (RPC,)),
+        ("modes", ["--rpc-instructions"], {"action": "store_true", "help": "end to end: instructions per RPC and "
+         "process (callgrind)"}, (RPC_INSTRUCTIONS,)),
+        ("modes", ["--plot"], {"metavar": "DIR", "help": "charts into DIR: of this run, or of the "
+         "JSON files named after DIR (saved with -o; per call: one per CPython)"}, every),
+        ("options", ["--plot-format"], {"choices": plot.FORMATS, "default": plot.FORMATS[0],
+         "help": f"the charts' format ({plot.FORMATS[0]})"}, every),
+        ("options", ["-o"], {"metavar": "FILE", "help": "--rpc, --rpc-instructions (and per call, pyperf's own): "
+         "also save the results as JSON"}, (RPC, RPC_INSTRUCTIONS)),
+        ("options", ["--rounds"], {"type": positive_int, "default": rpc.ROUNDS,
+         "help": f"--rpc: rounds, each with fresh processes ({rpc.ROUNDS})"}, (RPC,)),
+        ("options", ["--rpcs"], {"type": positive_int, "help": rpcs}, (RPC, RPC_INSTRUCTIONS)),
+        ("options", ["--control"], {"action": "store_true", "help": "--rpc: an A/A run, both pairs stock, to show "
+         "what the method calls a difference"}, (RPC,)),
+        (None, ["--stubs"], {"help": argparse.SUPPRESS}, (PER_CALL,)),  # the manager's protobuf module, to workers
+        (None, ["results"], {"nargs": "+", "help": "JSON files written by python benchmark.py [--rpc...] -o FILE"},
+         (PLOT,)),
+    ]  # fmt: skip
+
+
+def declared(parser_name):
+    """The options that one parser takes, as (flags, keywords)."""
+    return [(flags, keywords) for _, flags, keywords, parsers in options() if parser_name in parsers]
+
+
+def parse(argv, mode):
+    """Parse a mode's command line with the options it takes: one line and status 2 for a usage error."""
+    usage = f"python benchmark.py {mode} " + ("DIR [results.json ...]" if mode == PLOT else "[options]")
+    parser = argparse.ArgumentParser(prog=f"python benchmark.py {mode}", usage=usage)
+    for flags, keywords in declared(mode):
+        parser.add_argument(*flags, **keywords)
+    return parser.parse_args(argv)
 
 
 def modes_parser():
     """benchmark.py's own modes and options, for --help; pyperf's follow them there."""
-    from benchmarks.plot import FORMATS
-    from benchmarks.rpc import ROUNDS, RPCS
-
     parser = argparse.ArgumentParser(
         prog="python benchmark.py",
         usage="python benchmark.py [mode] [options]",
         description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[1] + "\n\nThe per-call and --messages runs also take pyperf's "
-        "options, below.",
+        epilog="examples:\n" + __doc__.split("\n\n")[1] + "\n\n" + __doc__.split("\n\n")[2].strip() + "\n"
+        "The per-call and --messages runs also take pyperf's options, below.",
         add_help=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    modes = parser.add_argument_group("modes (per call when none is given)")
-    modes.add_argument("--fast", action="store_true", help="per call, in pyperf's quick mode")
-    modes.add_argument("--more-inputs", action="store_true", help="per call, also 1 KiB, non-ASCII and invalid UTF-8")
-    modes.add_argument("--messages", action="store_true", help="messages of ~20 B, ~1 KiB, ~64 KiB: ns, MB/s, share")
-    modes.add_argument("--rpc", action="store_true", help="end to end: CPU and time per RPC, stock against patched")
-    modes.add_argument(
-        "--rpc-instructions", action="store_true", help="end to end: instructions per RPC and process (callgrind)"
-    )
-    modes.add_argument(
-        "--plot",
-        metavar="DIR [results.json ...]",
-        help="charts into DIR: of this run, or of JSON files saved with -o (per call: one per CPython)",
-    )
-    options = parser.add_argument_group("options")
-    options.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    options.add_argument(
-        "--plot-format", choices=FORMATS, default=FORMATS[0], help=f"the charts' format ({FORMATS[0]})"
-    )
-    options.add_argument(
-        "-o", metavar="FILE", help="per call, --rpc, --rpc-instructions: also save the results as JSON"
-    )
-    options.add_argument("--rounds", type=int, help=f"--rpc: rounds, each with fresh processes ({ROUNDS})")
-    options.add_argument("--rpcs", type=int, help=f"--rpc: RPCs per round ({RPCS})")
-    options.add_argument("--control", action="store_true", help="--rpc: an A/A run, both pairs stock")
+    groups = {"modes": parser.add_argument_group("modes (per call when none is given)")}
+    groups["options"] = parser.add_argument_group("options")
+    groups["options"].add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    for group, flags, keywords, _ in options():
+        if group:
+            groups[group].add_argument(*flags, **keywords)
     return parser
 
 
@@ -100,22 +132,22 @@ def main():
         from benchmarks import rpc_instructions
 
         rpc_instructions.client(*argv[1:7])
-    elif "--rpc-instructions" in argv:
+    elif RPC_INSTRUCTIONS in argv:
         from benchmarks import rpc_instructions
 
-        rpc_instructions.main(argv)
-    elif "--rpc" in argv:
+        rpc_instructions.main(parse(argv, RPC_INSTRUCTIONS))
+    elif RPC in argv:
         from benchmarks import rpc
 
-        rpc.main(argv)
-    elif "--plot" in argv and saved_results(argv):
+        rpc.main(parse(argv, RPC))
+    elif PLOT in argv and saved_results(argv):
         from benchmarks import plot
 
-        plot.main(argv)
+        plot.main(parse(argv, PLOT))
     else:
         from benchmarks import suite
 
-        suite.main(argv)
+        suite.main(argv, declared(PER_CALL))
 
 
 if __name__ == "__main__":

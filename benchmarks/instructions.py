@@ -17,24 +17,29 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import types
 
 # Run as a script: the project's top (benchmarks/, grpc_echo/) goes first on sys.path, as benchmark.py has it.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.callgrind import OBJECTS, self_costs
-from benchmarks.timing import AIO_METADATA, HEADER, IMPLEMENTATIONS, METHOD
+from benchmarks.timing import AIO_METADATA, IMPLEMENTATIONS, Progress
+from fastcommon._registry import METHOD_NAME, USER_AGENT
 
 CASES = (  # label, function name, input
-    ("encode(str)", "encode", METHOD),
-    ("encode(bytes)", "encode", METHOD.encode()),
-    ("decode(bytes)", "decode", METHOD.encode()),
-    ("decode(str)", "decode", METHOD),
+    ("encode(str)", "encode", METHOD_NAME),
+    ("encode(bytes)", "encode", METHOD_NAME.encode()),
+    ("decode(bytes)", "decode", METHOD_NAME.encode()),
+    ("decode(str)", "decode", METHOD_NAME),
 )
 FLOOR = "callable(x)"
 METADATUM_CASES = ("grpc's _Metadatum(k, v)", "fastcommon's constructor(k, v)", "a plain tuple (k, v)")
 COMPILED = IMPLEMENTATIONS[-1]
 MARKER = "getppid"
+# Callgrind's three dumps of a case take about what 5 ms of a run without callgrind do (measured on 2 cores, where
+# callgrind ran 80-90 times slower): what the estimates add to each case's own time.
+DUMPS_COST = 0.005
 
 
 class FromC:
@@ -100,13 +105,13 @@ def child(calls):
         code = run.__code__.replace()
         return types.FunctionType(code, run.__globals__, run.__name__, run.__defaults__, run.__closure__)
 
-    measured = [("loop", None, ()), (FLOOR, callable, (METHOD,))]
+    measured = [("loop", None, ()), (FLOOR, callable, (METHOD_NAME,))]
     for module_name in IMPLEMENTATIONS:
         module = importlib.import_module(module_name)
         measured += [(f"{module_name} {label}", getattr(module, name), (x,)) for label, name, x in CASES]
     compiled = importlib.import_module(COMPILED)
     measured += [(f"counted {label}", getattr(compiled.Counted(0), name), (x,)) for label, name, x in CASES]
-    measured += [(METADATUM_CASES[0], cygrpc._Metadatum, HEADER), (METADATUM_CASES[2], tuple, HEADER)]
+    measured += [(METADATUM_CASES[0], cygrpc._Metadatum, USER_AGENT), (METADATUM_CASES[2], tuple, USER_AGENT)]
     from grpc.aio._channel import _BaseMultiCallable
 
     import fastcommon
@@ -118,15 +123,16 @@ def child(calls):
     entry = fastcommon._implementation.compiled.get("fast_entry")  # none in a Limited API (abi3) build
     if entry is not None:
         constructor = entry.MetadatumConstructor
-        measured += [(METADATUM_CASES[1], constructor(cygrpc._Metadatum), HEADER)]
-        measured += [("counted metadatum", constructor(cygrpc._Metadatum, counter=0), HEADER)]
+        measured += [(METADATUM_CASES[1], constructor(cygrpc._Metadatum), USER_AGENT)]
+        measured += [("counted metadatum", constructor(cygrpc._Metadatum, counter=0), USER_AGENT)]
         from_c = (cygrpc._Metadatum, constructor(cygrpc._Metadatum), constructor(cygrpc._Metadatum, counter=0))
         measured += [
-            (f"from C: {label}", FromC(f), HEADER) for label, f in zip(FROM_C, (*from_c, operator.is_), strict=True)
+            (f"from C: {label}", FromC(f), USER_AGENT) for label, f in zip(FROM_C, (*from_c, operator.is_), strict=True)
         ]
 
     def measure(cases):
-        for _, function, arguments in cases:
+        for label, function, arguments in cases:
+            started = time.perf_counter()
             run = runner(function, *arguments)  # specialized by the warm-up
             run(1000)
             os.getppid()
@@ -134,15 +140,15 @@ def child(calls):
             os.getppid()
             run(2 * calls)
             os.getppid()
+            print(f"{time.perf_counter() - started:.6f} {label}", flush=True)  # in the order of the dumps, as they come
 
+    aio_path = "fast_metadata" in fastcommon._implementation.compiled  # not in pure Python
+    print(len(measured) + (len(AIO_METADATA) if aio_path else 0), flush=True)  # started: how many cases
     measure(measured)
-    if "fast_metadata" in fastcommon._implementation.compiled:  # not in pure Python
+    if aio_path:
         with fastcommon.patched():
-            patched = [(f"{label} | fastcommon", path(_BaseMultiCallable._init_metadata), (metadata,))
-                       for label, metadata in AIO_METADATA.items()]  # fmt: skip
-            measure(patched)
-        measured += patched
-    print("\n".join(label for label, _, _ in measured))
+            measure([(f"{label} | fastcommon", path(_BaseMultiCallable._init_metadata), (metadata,))
+                     for label, metadata in AIO_METADATA.items()])  # fmt: skip
 
 
 def dump_total(path):
@@ -155,25 +161,25 @@ def dump_total(path):
 
 def count(python, calls):
     """Instructions per call for each case, loop overhead subtracted, for one interpreter."""
-    with tempfile.TemporaryDirectory() as out:
-        result = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--dump-before={MARKER}",
-                f"--callgrind-out-file={out}/cg.out",
-                python,
-                os.path.abspath(__file__),
-                "--child",
-                str(calls),
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        if result.returncode != 0:
-            sys.exit(f"{python} under callgrind failed:\n{result.stderr[-3000:]}")
-        labels = result.stdout.splitlines()
+    child, environ = [python, os.path.abspath(__file__), "--child", str(calls)], {**os.environ, "PYTHONHASHSEED": "0"}
+    native = subprocess.run(child, capture_output=True, text=True, env=environ)
+    if native.returncode != 0:
+        sys.exit(f"{python} failed:\n{native.stderr[-3000:]}")
+    weights = [float(line.split(" ", 1)[0]) + DUMPS_COST for line in native.stdout.splitlines()[1:]]
+
+    def start(count):  # the estimates, from when the child under callgrind starts its cases
+        return Progress(f"instructions.py, {python}", count, "cases", f" under callgrind, {calls:,} calls and then "
+                        "twice that many each; each case weighed by its time in a run without callgrind, and its dumps",
+                        weights=weights)  # fmt: skip
+
+    with tempfile.TemporaryDirectory() as out, open(f"{out}/stderr", "w+", encoding="utf-8") as errors:
+        command = ["valgrind", "--tool=callgrind", f"--dump-before={MARKER}", f"--callgrind-out-file={out}/cg.out",
+                   *child]  # fmt: skip
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, env=environ)
+        labels = follow(process.stdout, start)
+        if process.wait() != 0:
+            errors.seek(0)
+            sys.exit(f"{python} under callgrind failed:\n{errors.read()[-3000:]}")
         dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
         totals = [dump_total(p) for p in dumps]
         if len(totals) < 3 * len(labels):
@@ -192,6 +198,20 @@ def count(python, calls):
                 name: (segments[3 * i + 2][name] - segments[3 * i + 1][name]) / calls for name in OBJECTS
             }
     return costs
+
+
+def follow(lines, start):
+    """The labels of the cases the child measured, as it prints them, each with a progress line; ``start(count)``
+    makes the progress from the child's first line, the number of cases."""
+    lines = iter(lines)
+    count = next(lines, None)
+    if count is None:  # it failed before it began
+        return []
+    progress, labels = start(int(count)), []
+    for line in lines:
+        labels.append(line.rstrip("\n").split(" ", 1)[1])
+        progress.step(f" ({labels[-1]})")
+    return labels
 
 
 def version_of(python):

@@ -2,7 +2,7 @@
 
 import importlib
 
-from benchmarks.timing import bench, format_table
+from benchmarks.timing import calls, format_table, ns_cells, ratio_range
 
 WAYS = ("bare", "grpc._common", "fastcommon")
 
@@ -16,13 +16,13 @@ def sample_messages(echo):
     ]
 
 
-def run(runner, echo):
-    """Time every (direction, message, way); returns pyperf's benchmarks by name."""
+def timings(echo):
+    """What --messages times, every (direction, message, way), as (name, pyperf time function, its arguments)."""
     wrappers = {
         "grpc._common": importlib.import_module("grpc._common"),
         "fastcommon": importlib.import_module("fastcommon"),
     }
-    benches = {}
+    timed = []
     for label, message in sample_messages(echo):
         data = message.SerializeToString()
         for direction, function_name, payload, transformer in (
@@ -30,33 +30,41 @@ def run(runner, echo):
             ("deserialize", "deserialize", data, echo.FromString),
         ):
             name = f"{direction} {label}"
-            bench(runner, benches, f"{name} | bare", transformer, payload)
+            timed.append((f"{name} | bare", *calls(transformer, payload)))
             for way, module in wrappers.items():
-                bench(runner, benches, f"{name} | {way}", getattr(module, function_name), payload, transformer)
-    return benches
+                timed.append((f"{name} | {way}", *calls(getattr(module, function_name), payload, transformer)))
+    return timed
 
 
-def report(ns, echo):
-    """The table of this run, and the published figures beside it."""
+def share_cell(through, bare):
+    """The wrapper's share of the time through it, (through - bare) / through; "within noise" where the range
+    the two intervals allow holds no difference. Each a (mean ns, half-width of its 95% interval)."""
+    ratio, low, high = ratio_range(bare, through)
+    return "within noise" if low <= 1.0 <= high else f"{1 - ratio:.1%}"
+
+
+def report(timed, echo, noise):
+    """The table of this run ({name: (mean ns, half-width)}) and its noise line, then the published figures."""
     from google.protobuf.internal import api_implementation
 
-    rows = [("message", "size", "way", "ns/message", "MB/s", "wrapper's share")]
+    rows = [("message, size", "way", "ns/message", "95% CI", "MB/s", "wrapper's share")]
     for label, message in sample_messages(echo):
         size = message.ByteSize()
         for direction in ("serialize", "deserialize"):
-            bare = ns[f"{direction} {label} | bare"]
-            for way in WAYS:
-                value = ns[f"{direction} {label} | {way}"]
-                share = "" if way == "bare" else f"{(value - bare) / value:.1%}"
+            bare = timed[f"{direction} {label} | bare"]
+            for n, way in enumerate(WAYS):
+                value = timed[f"{direction} {label} | {way}"]
+                share = "" if way == "bare" else share_cell(value, bare)
                 rows.append(
-                    (f"{direction} {label}", f"{size:,} B", way, f"{value:,.1f}", f"{size / value * 1e3:,.1f}", share)
-                )
+                    ("" if n else f"{direction} {label}, {size:,} B", way, *ns_cells(value),
+                     f"{size / value[0] * 1e3:,.1f}", share)
+                )  # fmt: skip
     return "\n".join(
         [
             f"protobuf {api_implementation.Type()} backend; MB/s = message bytes / time; the wrapper's share = "
-            "(through the wrapper - bare) / through the wrapper\n"
-            "(a wrapper costs more than nothing: a share below zero is this run's noise)",
-            format_table(rows),
+            "(through the wrapper - bare) / through the wrapper",
+            format_table(rows, text_columns=2),
+            noise,
             "",
             PUBLISHED_NOTE,
             format_table([("dataset", *PUBLISHED_COLUMNS)] + [(name, *figures) for name, figures in PUBLISHED.items()]),

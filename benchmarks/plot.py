@@ -7,12 +7,12 @@
 matplotlib is not a requirement: pip install matplotlib.
 """
 
-import argparse
 import json
+import math
 import os
 
 from benchmarks.callgrind import whole_process_saving
-from benchmarks.timing import AIO_METADATA, METADATUM
+from benchmarks.timing import AIO_METADATA, METADATUM, summary
 
 # Into the environment as it is: pip install ".[plot]" would replace an editable install with a copy.
 PLOT_NEEDS = "pip install matplotlib"
@@ -54,7 +54,8 @@ def pyplot():
 
 
 def per_call_chart(results, directory, image_format):
-    """Write ns per call per case, a group of bars per result ({label: {benchmark: ns}}); return what it wrote."""
+    """Write ns per call per case, a group of bars per result ({label: {benchmark: (mean ns, half-width of its 95%
+    interval)}}), the interval as a whisker; return what it wrote."""
     plt = pyplot()
     labels = list(results)
     figure, axes = plt.subplots(2, 5, figsize=(18, 7), layout="constrained")
@@ -68,10 +69,13 @@ def per_call_chart(results, directory, image_format):
                 for label in labels
             ]
             positions = [i + (offset - (len(SERIES) - 1) / 2) * width for i in range(len(labels))]
+            shown = [(p, v) for p, v in zip(positions, values, strict=True) if v is not None]
             bars = axis.bar(
-                [p for p, v in zip(positions, values, strict=False) if v is not None],
-                [v for v in values if v is not None],
+                [p for p, _ in shown],
+                [mean for _, (mean, _) in shown],
                 width,
+                yerr=[0 if math.isnan(half) else half for _, (_, half) in shown],
+                capsize=2,
                 color=colour,
                 label=legend,
             )
@@ -82,7 +86,7 @@ def per_call_chart(results, directory, image_format):
         axis.set_ylabel("ns per call")
     handles, names = axes.flat[0].get_legend_handles_labels()
     figure.legend(handles, names, loc="outside lower center", ncols=len(SERIES), fontsize=9)  # one, for every panel
-    figure.suptitle("fastcommon against grpc's own: ns per call (pyperf, lower is better)")
+    figure.suptitle("fastcommon against grpc's own: ns per call (pyperf, lower is better; whiskers: 95% intervals)")
     return save(figure, directory, "per_call", image_format)
 
 
@@ -124,7 +128,7 @@ def _instructions_panel(axis, results):
         range(len(rows)), [f"{flavour}, {headers} headers: {process}" for flavour, headers, process in rows]
     )
     axis.invert_yaxis()
-    axis.set_xlim(0, axis.get_xlim()[1] * 1.35)  # room for the labels right of each bar
+    axis.set_xlim(0, axis.get_xlim()[1] * 1.5)  # room for the labels right of each bar
     axis.set_xlabel("thousands of instructions per RPC, the whole process; saved: counted on its Python side")
     axis.set_title("python benchmark.py --rpc-instructions: the share of the whole process")
 
@@ -154,19 +158,10 @@ def save(figure, directory, name, image_format):
     return f"wrote {path}"
 
 
-def main(argv):
+def main(args):
     """Chart saved results: pyperf's per call (-o of a per-call run), --rpc's and --rpc-instructions' (-o)."""
     import pyperf
 
-    parser = argparse.ArgumentParser(
-        prog="python benchmark.py --plot DIR",
-        usage="python benchmark.py --plot DIR [results.json ...]",
-        description=main.__doc__,
-    )
-    parser.add_argument("--plot", metavar="DIR", required=True)
-    parser.add_argument("--plot-format", choices=FORMATS, default=FORMATS[0], help="the charts' format")
-    parser.add_argument("results", nargs="+", help="JSON files written by python benchmark.py [--rpc...] -o FILE")
-    args = parser.parse_args(argv)
     per_call, per_rpc, sources = {}, {}, {}
     for path in args.results:
         try:
@@ -186,7 +181,7 @@ def main(argv):
             raise SystemExit(f"python benchmark.py --plot: cannot read {path}: {exc}") from None
         version = suite.get_benchmarks()[0].get_metadata().get("python_version", path).split()[0]
         only_one(sources, f"from CPython {version}", path)
-        per_call[version] = {bench.get_name(): bench.mean() * 1e9 for bench in suite.get_benchmarks()}
+        per_call[version] = {bench.get_name(): summary(bench) for bench in suite.get_benchmarks()}
     if per_call:
         print(per_call_chart(per_call, args.plot, args.plot_format))
     if per_rpc:

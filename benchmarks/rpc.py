@@ -7,7 +7,6 @@ with its 95% confidence interval over rounds (Student's t); the verdict says whe
 interval lies above zero (saved), below it (slower), or holds it (noise).
 """
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -22,13 +21,12 @@ from benchmarks.suite import small_message
 from benchmarks.timing import (
     AIO_METADATA,
     FUNCTIONS,
-    HEADER,
-    METHOD,
+    Progress,
     format_table,
     mean_and_ci95,
     ns_per_call,
-    positive_int,
 )
+from fastcommon._registry import METHOD_NAME, USER_AGENT
 from grpc_echo import (
     REQUEST_HEADERS,
     aio_echo_server,
@@ -101,7 +99,7 @@ def client(mode, sync_port, aio_port, stubs_dir):
 
     aio_channel = loop.run_until_complete(open_aio_channel())
     aio_stub = pb2_grpc.EchoServiceStub(aio_channel)
-    stream_request = pb2.Echo(text=METHOD, count=STREAM_LENGTH)
+    stream_request = pb2.Echo(text=METHOD_NAME, count=STREAM_LENGTH)
 
     async def aio_unary(n, metadata=None):
         for _ in range(n):
@@ -154,7 +152,7 @@ def count_calls_per_rpc(stubs_dir):
         stub = pb2_grpc.EchoServiceStub(channel)
         rpcs = {
             RPC_KINDS[0]: lambda: stub.Unary(request),
-            RPC_KINDS[1]: lambda: list(stub.ServerStream(pb2.Echo(text=METHOD, count=STREAM_LENGTH))),
+            RPC_KINDS[1]: lambda: list(stub.ServerStream(pb2.Echo(text=METHOD_NAME, count=STREAM_LENGTH))),
             RPC_KINDS[3]: lambda: stub.Unary(request, metadata=HEADERS),
         }
         for kind, rpc in rpcs.items():
@@ -197,8 +195,8 @@ def per_call_costs_ns(stubs_dir):
     pb2, _ = import_stubs(stubs_dir)
     message = small_message(pb2.Echo)
     calls = {  # method names, and the Echo message
-        "encode": (METHOD,),
-        "decode": (METHOD.encode(),),
+        "encode": (METHOD_NAME,),
+        "decode": (METHOD_NAME.encode(),),
         "serialize": (message, pb2.Echo.SerializeToString),
         "deserialize": (message.SerializeToString(), pb2.Echo.FromString),
     }
@@ -207,10 +205,10 @@ def per_call_costs_ns(stubs_dir):
         name: (ns_per_call(getattr(_common, name), args, n), ns_per_call(getattr(fastcommon, name), args, n))
         for name, args in calls.items()
     }
-    grpcs = ns_per_call(cygrpc._Metadatum, HEADER, n)
+    grpcs = ns_per_call(cygrpc._Metadatum, USER_AGENT, n)
     entry = fastcommon._implementation.compiled.get("fast_entry")  # none in pure Python or a Limited API (abi3) build
     if entry is not None:
-        costs[METADATUM] = (grpcs, ns_per_call(entry.MetadatumConstructor(cygrpc._Metadatum), HEADER, n))
+        costs[METADATUM] = (grpcs, ns_per_call(entry.MetadatumConstructor(cygrpc._Metadatum), USER_AGENT, n))
     else:
         costs[METADATUM] = (grpcs, grpcs)  # left to grpc: no saving
     for label, metadata in AIO_METADATA.items():  # the path, with grpc's own and with fastcommon's
@@ -243,11 +241,10 @@ def ask(process, line):
     return [float(value) for value in process.stdout.readline().split()]
 
 
-def measure_rounds(stubs_dir, modes, rounds, rpcs):
+def measure_rounds(stubs_dir, modes, rounds, rpcs, progress):
     """{(mode, kind): {"wall"|"client cpu"|"server cpu": [us per RPC, one value per round]}}."""
     measured = {(mode, kind): {"wall": [], "client cpu": [], "server cpu": []} for mode in modes for kind in RPC_KINDS}
     for round_number in range(rounds):
-        print(f"--rpc: round {round_number + 1} of {rounds}", file=sys.stderr, flush=True)
         order = modes if round_number % 2 == 0 else modes[::-1]
         clients, servers = {}, {}
         try:
@@ -275,12 +272,13 @@ def measure_rounds(stubs_dir, modes, rounds, rpcs):
                     process.stdin.close()
                 for process in group:
                     process.wait(timeout=60)
+        progress.step()
     return measured
 
 
 def interval(values):
     mean, ci = mean_and_ci95(values)
-    return f"{mean:.1f} +- {ci:.1f}"
+    return f"{mean:.1f} ± {ci:.1f}"
 
 
 def saving(stock, patched):
@@ -321,28 +319,11 @@ def expected_differences(expected, control):
             for kind, sides in expected.items()}  # fmt: skip
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(
-        prog="python benchmark.py --rpc",
-        usage="python benchmark.py --rpc [options]",
-        description="stock against patched, per RPC",
-    )
-    parser.add_argument("--rpc", action="store_true")
-    parser.add_argument(
-        "--rounds", type=positive_int, default=ROUNDS, help=f"rounds, each with fresh processes (default {ROUNDS})"
-    )
-    parser.add_argument("--rpcs", type=positive_int, default=RPCS, help=f"RPCs per round (default {RPCS})")
-    parser.add_argument(
-        "--control",
-        action="store_true",
-        help="A/A: the second pair runs stock too, to show what this method calls a difference",
-    )
-    parser.add_argument("-o", metavar="FILE", help="also write the results as JSON, to chart with --plot")
-    parser.add_argument("--plot", metavar="DIR", help="also write a chart of the per-RPC breakdown into DIR")
-    parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
-    args = parser.parse_args(argv)
+def main(args):
+    """--rpc, with benchmark.py's options parsed."""
     if args.plot:
         plot.require_matplotlib()
+    rpcs = args.rpcs or RPCS
     modes = ("stock", "stock-again" if args.control else "patched")
 
     import grpc
@@ -356,9 +337,11 @@ def main(argv):
             f"({fastcommon.IMPLEMENTATION})"
         )
         print(versions)
+        progress = Progress("--rpc", args.rounds, "rounds", f" of {rpcs} RPCs of each kind, each with fresh processes;"
+                            " first the calls per RPC counted, and grpc's and fastcommon's per call timed")  # fmt: skip
         counts = count_calls_per_rpc(stubs_dir)
         costs = per_call_costs_ns(stubs_dir)
-        measured = measure_rounds(stubs_dir, modes, args.rounds, args.rpcs)
+        measured = measure_rounds(stubs_dir, modes, args.rounds, rpcs, progress)
 
     expected = expected_savings(counts, costs)
     predicted = expected_differences(expected, args.control)
@@ -375,14 +358,14 @@ def main(argv):
         "together), and the metadata a grpc.aio call makes (_init_metadata, then tuple(): on the client); "
         f"the '10 headers' kinds send {len(HEADERS)} request headers:"
     )
-    print(format_table(rows))
+    print(format_table(rows, text_columns=2))
     print(
         "\nns per call measured in this run (timeit, best of 5), grpc's -> fastcommon's: "
         + ", ".join(f"{name} {grpc_ns:.1f} -> {ours:.1f}" for name, (grpc_ns, ours) in costs.items())
     )
 
     header = (
-        f"{args.rounds} rounds of {args.rpcs} RPCs, fresh processes every round; mean +- 95% CI over rounds; "
+        f"{args.rounds} rounds of {rpcs} RPCs, fresh processes every round; mean ± 95% CI over rounds; "
         f"server and client each in their own process, both {modes[0]} or both {modes[1]}"
     )
     print(
@@ -398,17 +381,17 @@ def main(argv):
             mean, ci, verdict = saving(first, second)
             savings[kind, side] = (mean, ci, verdict)
             rows.append(
-                (kind, side, interval(first), interval(second), f"{mean:+.2f} +- {ci:.2f} µs", verdict,
+                (kind, side, interval(first), interval(second), f"{mean:+.2f} ± {ci:.2f} µs", verdict,
                  f"{predicted[kind][side]:.3f} µs")
             )  # fmt: skip
-    print(format_table(rows))
+    print(format_table(rows, text_columns=2))
 
     print(f"\nWall-clock µs per RPC, {header}:")
     rows = [("RPC kind", *modes, "saved", "")]
     for kind in RPC_KINDS:
         first, second = measured[modes[0], kind]["wall"], measured[modes[1], kind]["wall"]
         mean, ci, verdict = saving(first, second)
-        rows.append((kind, interval(first), interval(second), f"{mean:+.2f} +- {ci:.2f} µs", verdict))
+        rows.append((kind, interval(first), interval(second), f"{mean:+.2f} ± {ci:.2f} µs", verdict))
     print(format_table(rows))
 
     print(
@@ -429,7 +412,7 @@ def main(argv):
         "versions": versions,
         "modes": modes,
         "rounds": args.rounds,
-        "rpcs": args.rpcs,
+        "rpcs": rpcs,
         "cpu": {f"{kind} | {side}": savings[kind, side] for kind, side in savings},
         "expected": {
             f"{kind} | {side}": (expected[kind][side][0], predicted[kind][side])

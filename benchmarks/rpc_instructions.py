@@ -23,7 +23,6 @@ stock run against every patched one; the control, the later half of the stock ru
 earlier half, is what the method itself calls a difference.
 """
 
-import argparse
 import asyncio
 import gc
 import glob
@@ -39,7 +38,7 @@ import time
 from benchmarks import plot
 from benchmarks.callgrind import OBJECTS, PYTHON_SIDE, python_side, self_costs, whole_process, whole_process_saving
 from benchmarks.suite import small_message
-from benchmarks.timing import format_table, positive_int
+from benchmarks.timing import Progress, duration, format_table
 from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_stubs, import_stubs, make_servicer
 
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
@@ -202,29 +201,28 @@ def under_callgrind(out_prefix, args):
                             text=True, env=environ)  # fmt: skip
 
 
-# What a run takes on the development machine (2 cores): a server and a client starting under callgrind, then the
-# RPCs. It plans; the progress lines measure.
-SECONDS_TO_START, SECONDS_AN_RPC = 45, 0.011
+# What a run (a server and a client starting under callgrind, then the RPCs) took on MEASURED_ON, where the default
+# run, 16 runs, took 14.5 min. The first line's estimate, before a run is done; then the pace of the runs done.
+SECONDS_TO_START, SECONDS_AN_RPC = 34, 0.011
+MEASURED_ON = "a 2-core machine beside other work, load average 2-3"
 
 
-def measure(stubs_dir, out_dir, rpcs, repeats):
+def measure(stubs_dir, out_dir, rpcs, repeats, clock=time.monotonic):
     """{(flavour, headers, process, mode, run): {category: instructions per RPC}}, a server and client at a time."""
     executable = os.path.basename(os.path.realpath(sys.executable))
     results = {}
     runs = [(flavour, run, mode) for flavour in FLAVOURS for run in range(1, repeats + 1) for mode in MODES]
-    started, expected = time.monotonic(), SECONDS_TO_START + SECONDS_AN_RPC * (WARM_UP + 3 * rpcs + 6) * 2
-    print(f"--rpc-instructions: {len(runs)} runs under callgrind, a server and a client each: about "
-          f"{len(runs) * expected / 60:.0f} min on a 2-core machine (--fast: {FAST_REPEATS} runs of each mode, not "
-          f"{REPEATS})", file=sys.stderr, flush=True)  # fmt: skip
-    for done, (flavour, run, mode) in enumerate(runs):  # the modes interleaved: a drift falls on both
+    expected = len(runs) * (SECONDS_TO_START + SECONDS_AN_RPC * (WARM_UP + 3 * rpcs + 6) * 2)
+    progress = Progress("--rpc-instructions", len(runs), "runs", f" under callgrind, a server and a client each: "
+                        f"about {duration(expected)} at the pace measured on {MEASURED_ON}",
+                        clock)  # fmt: skip
+    for flavour, run, mode in runs:  # the modes interleaved: a drift falls on both
         prefix = os.path.join(out_dir, f"{flavour}-{mode}-{run}")
         serve_and_ask(prefix, mode, flavour, stubs_dir, rpcs)
         for process in PROCESSES:
             for headers, costs in per_rpc(f"{prefix}-{process}", rpcs, executable).items():
                 results[flavour, headers, process, mode, run] = costs
-        left = (time.monotonic() - started) / (done + 1) * (len(runs) - done - 1)
-        print(f"--rpc-instructions: {done + 1} of {len(runs)} runs ({flavour}, {mode}); about {left / 60:.0f} min "
-              "left", file=sys.stderr, flush=True)  # fmt: skip
+        progress.step(f" ({flavour}, {mode})")
     return results
 
 
@@ -276,7 +274,7 @@ def savings_table(results):
              f"{headline['share']:.1%}", f"{headline['low']:.1%} to {headline['high']:.1%}",
              f"{headline['python_share']:.1%}", f"{check:+.2%}")
         )  # fmt: skip
-    return format_table(rows)
+    return format_table(rows, text_columns=2)
 
 
 def collections_table(results):
@@ -289,7 +287,7 @@ def collections_table(results):
                 ", ".join(f"{statistics.fmean(run[s][g] for run in runs):.1f}" for g in range(3)) for s in (0, 1)
             ]
             rows.append((f"{flavour} unary, {headers} headers", process, mode, *segments))
-    return format_table(rows)
+    return format_table(rows, text_columns=3)
 
 
 def report(results, rpcs):
@@ -316,26 +314,11 @@ def report(results, rpcs):
             total = sum(costs.values())
             shares = [f"{costs[name]:,.0f} ({costs[name] / total:.0%})" for name in OBJECTS]
             rows.append((f"{flavour} unary, {headers} headers", process, mode, *shares))
-    return "\n".join([*lines, format_table(rows)])
+    return "\n".join([*lines, format_table(rows, text_columns=3)])
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(
-        prog="python benchmark.py --rpc-instructions",
-        usage="python benchmark.py --rpc-instructions [options]",
-        description=__doc__.splitlines()[0],
-    )
-    parser.add_argument("--rpc-instructions", action="store_true")
-    parser.add_argument(
-        "--rpcs", type=positive_int, default=RPCS, help=f"N, the RPCs of the first measured batch ({RPCS})"
-    )
-    parser.add_argument(
-        "--fast", action="store_true", help=f"{FAST_REPEATS} runs of each mode, not {REPEATS}: half the time"
-    )
-    parser.add_argument("-o", metavar="FILE", help="also write the results as JSON, to chart with --plot")
-    parser.add_argument("--plot", metavar="DIR", help="also chart the results into DIR")
-    parser.add_argument("--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0])
-    args = parser.parse_args(argv)
+def main(args):
+    """--rpc-instructions, with benchmark.py's options parsed."""
     if args.plot:
         plot.require_matplotlib()
     if shutil.which("valgrind") is None:
@@ -345,7 +328,7 @@ def main(argv):
 
     import fastcommon
 
-    started = time.monotonic()
+    started, rpcs = time.monotonic(), args.rpcs or RPCS
     versions = (
         f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
         f"({fastcommon.IMPLEMENTATION})"
@@ -353,13 +336,13 @@ def main(argv):
     print(versions)
     with tempfile.TemporaryDirectory() as stubs_dir, tempfile.TemporaryDirectory() as out_dir:
         generate_stubs(stubs_dir)
-        results = measure(stubs_dir, out_dir, args.rpcs, FAST_REPEATS if args.fast else REPEATS)
-    print(report(results, args.rpcs))
+        results = measure(stubs_dir, out_dir, rpcs, FAST_REPEATS if args.fast else REPEATS)
+    print(report(results, rpcs))
     print(f"\n(--rpc-instructions took {time.monotonic() - started:.0f} s)")
     if args.o:
         flat = {" | ".join(map(str, key)): costs for key, costs in results.items()}
         with open(args.o, "w", encoding="utf-8") as file:
-            json.dump({"versions": versions, "rpcs": args.rpcs, "instructions": flat}, file, indent=1)
+            json.dump({"versions": versions, "rpcs": rpcs, "instructions": flat}, file, indent=1)
         print(f"wrote {args.o}")
     if args.plot:
         print(plot.per_rpc_chart({"instructions": results}, args.plot, args.plot_format))

@@ -4,7 +4,6 @@ pyperf runs this in worker processes too; only the manager prints. pyperf's own 
 benchmark goes to stderr as progress; the tables go to stdout.
 """
 
-import argparse
 import contextlib
 import importlib
 import statistics
@@ -18,31 +17,35 @@ from benchmarks.timing import (
     AIO_METADATA_FLOOR,
     AIO_METADATA_GRPC,
     FLOOR,
-    HEADER,
     IMPLEMENTATIONS,
     METADATUM,
     METADATUM_GRPC,
-    METHOD,
     TUPLE_FLOOR,
-    UNROLL,
-    bench,
+    Progress,
+    calls,
     format_table,
-    instability_lines,
+    noise_line,
+    ns_cells,
+    ratio_cell,
+    run_timings,
+    summary,
     time_aio_metadata,
     time_tuple_built_in_place,
 )
+from fastcommon._registry import METHOD_NAME, USER_AGENT
 from grpc_echo import generate_stubs, import_stubs
 
 RUNNER_SETTINGS = {"processes": 6, "values": 3}
+GATE_PROCESSES = 7
 
 
 def conversion_cases(more_inputs):
     """(case label, function name, input) for every conversion timed."""
     method = [
-        ("encode str->bytes", "encode", METHOD),
-        ("encode bytes->bytes", "encode", METHOD.encode()),
-        ("decode bytes->str", "decode", METHOD.encode()),
-        ("decode str->str", "decode", METHOD),
+        ("encode str->bytes", "encode", METHOD_NAME),
+        ("encode bytes->bytes", "encode", METHOD_NAME.encode()),
+        ("decode bytes->str", "decode", METHOD_NAME.encode()),
+        ("decode str->str", "decode", METHOD_NAME),
     ]
     if not more_inputs:
         return method
@@ -59,27 +62,30 @@ def conversion_cases(more_inputs):
 
 
 def small_message(message_class):
-    return message_class(text=METHOD, payload=b"\x00\x01payload", count=42)
+    return message_class(text=METHOD_NAME, payload=b"\x00\x01payload", count=42)
 
 
-def per_call_table(ns, cases):
-    """ns per call, speedup over grpc's own and ratio to the floor, a row per implementation timed."""
-    rows = [("case", "implementation", "ns/call", "speedup over grpc's", "x floor")]
-    for label in cases:
-        timed = {name.split(" | ")[1]: value for name, value in ns.items() if name.split(" | ")[0] == label}
-        grpc_ns = next((value for name, value in timed.items() if name.startswith("grpc")), None)
-        floor_ns = next((value for name, value in timed.items() if name.startswith("floor")), None)
-        for implementation, value in timed.items():
+def per_call_table(timed, cases):
+    """A row per implementation timed, each case's name on its first: ns per call, the speedup over grpc's own and
+    the ratio to the case's floor (a row of its own, named for what it is); "within noise" where a ratio's range
+    holds 1.00. ``timed``: {"case | implementation": (mean ns, half-width of its 95% interval)}."""
+    rows = [("case", "implementation", "ns/call", "95% CI", "speedup over grpc's", "x floor")]
+    for case in cases:
+        group = {name.split(" | ")[1]: value for name, value in timed.items() if name.split(" | ")[0] == case}
+        grpcs = next((value for name, value in group.items() if name.startswith("grpc")), None)
+        floor = next((value for name, value in group.items() if name.startswith("floor")), None)
+        for n, (implementation, value) in enumerate(group.items()):
+            own = implementation.startswith(("grpc", "floor"))
             rows.append(
                 (
-                    label,
+                    "" if n else case,
                     implementation,
-                    f"{value:.1f}",
-                    f"{grpc_ns / value:.2f}x" if grpc_ns else "",
-                    f"{value / floor_ns:.2f}x" if floor_ns else "",
+                    *ns_cells(value),
+                    "" if own or grpcs is None else ratio_cell(grpcs, value),
+                    "" if floor is None or implementation.startswith("floor") else ratio_cell(value, floor),
                 )
             )
-    return format_table(rows)
+    return format_table(rows, text_columns=2)
 
 
 GATE_PROGRAM = """
@@ -91,7 +97,7 @@ start = time.perf_counter(); fastcommon.patch(); print(first, time.perf_counter(
 """
 
 
-def gate_cost_us(processes=7):
+def gate_cost_us(processes=GATE_PROCESSES):
     """What patch()'s gate costs in a fresh process, where it runs once (median of its first runs), and run again."""
     runs = [
         [float(seconds) for seconds in subprocess.check_output([sys.executable, "-c", GATE_PROGRAM], text=True).split()]
@@ -100,7 +106,8 @@ def gate_cost_us(processes=7):
     return [statistics.median(seconds) * 1e6 for seconds in zip(*runs, strict=True)]
 
 
-def main(argv=None):
+def main(argv, options):
+    """The per-call run (or --messages), with pyperf; ``options``: benchmark.py's own, as (flags, keywords)."""
     import pyperf
 
     def forward_options(cmd, args):
@@ -112,17 +119,8 @@ def main(argv=None):
     runner = pyperf.Runner(**RUNNER_SETTINGS, add_cmdline_args=forward_options)
     runner.argparser.prog = "python benchmark.py"  # in usage errors, as the other modes name themselves
     runner.argparser.usage = "python benchmark.py [mode] [options]  (python benchmark.py --help: all of them)"
-    runner.argparser.add_argument(
-        "--more-inputs", action="store_true", help="also time a 1 KiB details string, non-ASCII text and invalid UTF-8"
-    )
-    runner.argparser.add_argument(
-        "--messages", action="store_true", help="time protobuf messages of three sizes, bare and through the wrappers"
-    )
-    runner.argparser.add_argument("--plot", metavar="DIR", help="also write charts of this run into DIR")
-    runner.argparser.add_argument(
-        "--plot-format", choices=plot.FORMATS, default=plot.FORMATS[0], help="the charts' format"
-    )
-    runner.argparser.add_argument("--stubs", help=argparse.SUPPRESS)
+    for flags, keywords in options:
+        runner.argparser.add_argument(*flags, **keywords)
     args = runner.parse_args(argv)
     if args.plot and args.messages:
         runner.argparser.error("--plot charts the per-call run, not --messages")
@@ -130,76 +128,82 @@ def main(argv=None):
         plot.require_matplotlib()
     manager = not args.worker
     if manager and not args.verbose:
-        args.quiet = True  # pyperf's warning blocks give way to one line per unstable result, below
+        args.quiet = True  # pyperf's warning blocks give way to one line on the run's noise, below
     with tempfile.TemporaryDirectory() as temporary:
         if not args.stubs:  # the manager generates the protobuf module once; workers import it
             generate_stubs(temporary)
             args.stubs = temporary
         pb2 = import_stubs(args.stubs)[0]
-        # pyperf prints a line per benchmark as it goes: progress, on stderr; the results follow on stdout.
+        if args.messages:
+            timings, cases = messages.timings(pb2.Echo), None
+        else:
+            timings, cases = per_call_timings(pb2.Echo, args.more_inputs)
+        progress = None
+        if manager:
+            what = "--messages" if args.messages else "per call"
+            plan = f", each by pyperf in {args.processes} processes of {args.values} values"
+            progress = Progress(what, len(timings), "timings", plan)
+        # pyperf's own lines (errors; --verbose) join the progress, on stderr; the results follow on stdout.
         with contextlib.redirect_stdout(sys.stderr) if manager else contextlib.nullcontext():
-            if args.messages:
-                benches, labels = messages.run(runner, pb2.Echo), None
-            else:
-                benches, labels = run_per_call(runner, pb2.Echo, args.more_inputs)
+            benches = run_timings(runner, timings, progress)
         if not manager or any(bench is None for bench in benches.values()):
             return
         import grpc
 
-        ns = {name: bench.mean() * 1e9 for name, bench in benches.items()}
-        print(f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}; mean of pyperf's values", end="")
-        if args.messages:
-            print()
-            print(messages.report(ns, pb2.Echo))
-        else:
-            print("; floor = the builtin C call callable(x)")
-            print(per_call_table(ns, labels))
+        timed = {name: summary(bench) for name, bench in benches.items()}
+        if not args.messages:
+            progress.say(f"patch()'s gate, in {GATE_PROCESSES} fresh processes")
             first, again = gate_cost_us()
+        print(
+            f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}; each time the mean of pyperf's "
+            f"{args.processes} processes, and its 95% confidence interval"
+        )
+        if args.messages:
+            print(messages.report(timed, pb2.Echo, noise_line(benches)))
+        else:
+            print("speedup: grpc's time over this one; x floor: this one over its case's floor; within noise: the "
+                  "range the intervals allow holds 1.00")  # fmt: skip
+            print(per_call_table(timed, cases))
+            print(noise_line(benches))
             print(
-                f"\npatch()'s gate (the fingerprints, checks and probes of everything it may replace), once per"
-                f" process: {first / 1e3:.1f} ms (its first run in a fresh process, median of 7; run again:"
-                f" {again / 1e3:.1f} ms)"
+                f"\npatch()'s gate, once per process: {first / 1e3:.1f} ms on its first run in a fresh process "
+                f"(median of {GATE_PROCESSES}), {again / 1e3:.1f} ms run again"
             )
-        print("\n".join(instability_lines(benches)))
         if args.plot:
-            print(plot.per_call_chart({sys.version.split()[0]: ns}, args.plot, args.plot_format))
+            print(plot.per_call_chart({sys.version.split()[0]: timed}, args.plot, args.plot_format))
 
 
-def run_per_call(runner, message_class, more_inputs):
+def per_call_timings(message_class, more_inputs):
+    """What the per-call run times, as (name, pyperf time function, its arguments), and the cases in order."""
     modules = {name: importlib.import_module(name) for name in IMPLEMENTATIONS}
-    benches, labels = {}, []
-    for label, function_name, argument in conversion_cases(more_inputs):
-        labels.append(label)
+    timings, cases = [], []
+    for case, function_name, argument in conversion_cases(more_inputs):
+        cases.append(case)
         for name, module in modules.items():
-            bench(runner, benches, f"{label} | {name}", getattr(module, function_name), argument)
-        bench(runner, benches, f"{label} | {FLOOR}", callable, argument)
+            timings.append((f"{case} | {name}", *calls(getattr(module, function_name), argument)))
+        timings.append((f"{case} | {FLOOR}", *calls(callable, argument)))
     message = small_message(message_class)
-    for label, function_name, payload, transformer in (
+    for case, function_name, payload, transformer in (
         ("serialize Echo message", "serialize", message, message_class.SerializeToString),
         ("deserialize Echo message", "deserialize", message.SerializeToString(), message_class.FromString),
     ):
-        labels.append(label)
+        cases.append(case)
         for name, module in modules.items():
-            bench(runner, benches, f"{label} | {name}", getattr(module, function_name), payload, transformer)
+            timings.append((f"{case} | {name}", *calls(getattr(module, function_name), payload, transformer)))
     from grpc._cython import cygrpc
 
-    labels.append(METADATUM)
+    cases.append(METADATUM)
     grpcs = cygrpc._Metadatum
-    bench(runner, benches, f"{METADATUM} | {METADATUM_GRPC}", grpcs, *HEADER)
+    timings.append((f"{METADATUM} | {METADATUM_GRPC}", *calls(grpcs, *USER_AGENT)))
     compiled = importlib.import_module("fastcommon._implementation").compiled  # {} in pure Python
     if "fast_entry" in compiled:  # not in a Limited API (abi3) build
         constructor = compiled["fast_entry"].MetadatumConstructor(grpcs)
-        bench(runner, benches, f"{METADATUM} | fastcommon.fast_common", constructor, *HEADER)
-    benches[f"{METADATUM} | {TUPLE_FLOOR}"] = runner.bench_time_func(
-        f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, *HEADER, inner_loops=UNROLL
-    )
-    for label, metadata in AIO_METADATA.items():
-        labels.append(label)
-        for name, patched in ((AIO_METADATA_GRPC, False), ("fastcommon.fast_common", True)):
-            if patched and "fast_metadata" not in compiled:  # pure Python: nothing to time
-                continue
-            benches[f"{label} | {name}"] = runner.bench_time_func(
-                f"{label} | {name}", time_aio_metadata, metadata, patched, inner_loops=UNROLL
-            )
-        bench(runner, benches, f"{label} | {AIO_METADATA_FLOOR}", tuple, metadata or ())
-    return benches, labels
+        timings.append((f"{METADATUM} | fastcommon.fast_common", *calls(constructor, *USER_AGENT)))
+    timings.append((f"{METADATUM} | {TUPLE_FLOOR}", time_tuple_built_in_place, USER_AGENT))
+    for case, metadata in AIO_METADATA.items():
+        cases.append(case)
+        timings.append((f"{case} | {AIO_METADATA_GRPC}", time_aio_metadata, (metadata, False)))
+        if "fast_metadata" in compiled:  # not in pure Python: nothing to time
+            timings.append((f"{case} | fastcommon.fast_common", time_aio_metadata, (metadata, True)))
+        timings.append((f"{case} | {AIO_METADATA_FLOOR}", *calls(tuple, metadata or ())))
+    return timings, cases

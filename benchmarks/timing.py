@@ -1,9 +1,12 @@
-"""What the benchmarks share: the timed loops, the confidence intervals, and plain-text tables."""
+"""What the benchmarks share: the timed loops, the confidence intervals and what is noise, progress on stderr,
+and plain-text tables."""
 
 import argparse
 import contextlib
+import io
 import math
 import statistics
+import sys
 import time
 from itertools import repeat
 
@@ -11,13 +14,11 @@ from fastcommon._report import ns_per_call  # noqa: F401  (the benchmarks time o
 from grpc_echo import REQUEST_HEADERS
 
 FUNCTIONS = ("encode", "decode", "serialize", "deserialize")  # grpc._common's, which fastcommon compiles
-METHOD = "/grpc.testing.BenchmarkService/UnaryCall"  # 40 ASCII bytes, a typical method name
 IMPLEMENTATIONS = ("grpc._common", "fastcommon.common", "fastcommon.fast_common")
 FLOOR = "floor: callable(x)"
 METADATUM = "metadata entry _Metadatum(k, v)"
 METADATUM_GRPC = "grpc._cython.cygrpc"  # where grpc's class lives
 TUPLE_FLOOR = "floor: a plain tuple (k, v)"
-HEADER = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # a metadata entry every RPC carries
 UNROLL = 10
 # What every grpc.aio call does with its metadata: tuple(_init_metadata(metadata, None)), grpc's own or patched.
 AIO_METADATA = {"aio call metadata, 10 headers": REQUEST_HEADERS, "aio call metadata, none": None}
@@ -66,10 +67,55 @@ def time_aio_metadata(loops, metadata, patched):
         return time.perf_counter() - start
 
 
-def bench(runner, benches, name, function, *args):
-    """Time ``function(*args)`` (one argument, or a message and its transformer) with pyperf as ``name``."""
-    timed = time_calls if len(args) == 1 else time_transform_calls
-    benches[name] = runner.bench_time_func(name, timed, function, *args, inner_loops=UNROLL)
+def calls(function, *args):
+    """The pyperf time function and its arguments that time ``function(*args)``: one argument, or two."""
+    return (time_calls if len(args) == 1 else time_transform_calls), (function, *args)
+
+
+def run_timings(runner, timings, progress=None):
+    """Time each (name, time function, its arguments) with pyperf: {name: pyperf's benchmark}. Given a progress
+    (the manager's), a line after each result, in place of pyperf's own line for it (but with --verbose)."""
+    benches, quiet = {}, progress is not None and not runner.args.verbose
+    for name, time_function, args in timings:
+        captured = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(captured) if quiet else contextlib.nullcontext():
+                benches[name] = runner.bench_time_func(name, time_function, *args, inner_loops=UNROLL)
+        finally:  # pyperf's other lines (errors, --verbose) still go to stderr
+            for line in captured.getvalue().splitlines():
+                if not line.startswith(f"{name}: Mean +- "):
+                    print(line, file=sys.stderr)
+        if progress:
+            progress.step(f" ({name}: {benches[name].mean() * 1e9:.1f} ns)")
+    return benches
+
+
+class Progress:
+    """What a long run says on stderr as it goes: at its start how many steps it takes, then after each step how
+    far it is and how long is left at the pace so far (an estimate from the steps done, not a promise)."""
+
+    def __init__(self, what, total, steps, plan="", clock=time.monotonic, weights=None):
+        self.what, self.total, self.steps, self.clock = what, total, steps, clock
+        self.weights = weights or [1.0] * total  # how long each step takes, against the others (all positive)
+        self.started, self.done = clock(), 0
+        self.say(f"{total} {steps}{plan}")
+
+    def say(self, text):
+        print(f"{self.what}: {text}", file=sys.stderr, flush=True)
+
+    def step(self, detail=""):
+        self.done += 1
+        elapsed, done = self.clock() - self.started, sum(self.weights[: self.done])
+        left = elapsed / done * (sum(self.weights) - done)
+        self.say(
+            f"{self.done} of {self.total} {self.steps}, {duration(elapsed)} so far; about {duration(left)} left at "
+            f"the pace so far{detail}"
+        )
+
+
+def duration(seconds):
+    """Seconds as a person reads them: "45 s", "3.5 min"."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def positive_int(text):
@@ -123,20 +169,44 @@ _T_QUANTILE_975 = (  # Student's t, 97.5% quantile, for 1 to 30 degrees of freed
 )
 
 
-def format_table(rows):
-    """Rows of cells as aligned text: the first column left, the others right, a rule under the header."""
+def format_table(rows, text_columns=1):
+    """Rows of cells as aligned text: the first ``text_columns`` left, the others right, a rule under the header."""
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for n, row in enumerate(rows):
-        lines.append(
-            "  ".join(
-                str(cell).ljust(w) if i == 0 else str(cell).rjust(w)
-                for i, (cell, w) in enumerate(zip(row, widths, strict=False))
-            ).rstrip()
-        )
+        cells = [str(cell).ljust(w) if i < text_columns else str(cell).rjust(w) for i, (cell, w) in enumerate(
+            zip(row, widths, strict=True))]  # fmt: skip
+        lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def summary(bench):
+    """A pyperf result as (mean, half-width of its 95% interval) in ns, over the means of its worker processes
+    (the values within a process move together; the processes are the samples)."""
+    return mean_and_ci95([statistics.fmean(run.values) * 1e9 for run in bench.get_runs() if run.values])
+
+
+def ratio_range(numerator, denominator):
+    """The ratio of two means, and the range that their 95% intervals allow it: (ratio, low, high). Where the
+    denominator's interval reaches zero or is unknown (one process), any ratio."""
+    (a, a_half), (b, b_half) = numerator, denominator
+    if math.isnan(a_half) or not b_half < b:  # not b_half < b: also where it is nan
+        return a / b, 0.0, math.inf
+    return a / b, (a - a_half) / (b + b_half), (a + a_half) / (b - b_half)
+
+
+def ratio_cell(numerator, denominator):
+    """A ratio as a result, "2.31x"; or "within noise" where its range holds 1.00."""
+    ratio, low, high = ratio_range(numerator, denominator)
+    return "within noise" if low <= 1.0 <= high else f"{ratio:.2f}x"
+
+
+def ns_cells(mean_and_half):
+    """A time in ns and its 95% interval, two cells: "138.1", "± 7.6"; no interval where none is known."""
+    mean, half = mean_and_half
+    return f"{mean:,.1f}", "" if math.isnan(half) else f"± {half:,.1f}"
 
 
 def instability(bench):
@@ -149,20 +219,25 @@ def instability(bench):
         return f"a value {abs(worst - mean) / mean:.0%} from the mean"
     needed = bench.required_nprocesses()
     if needed is not None and needed > bench.get_nrun():
-        return TOO_FEW_SAMPLES
+        return "too few samples"
     return None
 
 
-TOO_FEW_SAMPLES = "too few samples"
+def noise_line(benches):
+    """The run's noise in one line: the widest 95% interval, how many results pyperf's checks flag, its advice."""
+    widest = max(benches, key=lambda name: relative_half(summary(benches[name])))
+    spread = relative_half(summary(benches[widest]))
+    flagged = sum(instability(bench) is not None for bench in benches.values())
+    if math.isinf(spread):
+        spread_said = "no 95% intervals (one process)"
+    else:
+        spread_said = f"up to ±{spread:.0%} of the mean at 95% confidence ({widest})"
+    return (
+        f"noise: {spread_said}; pyperf flags {flagged} of {len(benches)} results as unstable; to reduce it: "
+        "--rigorous, `python -m pyperf system tune`, an idle machine"
+    )
 
 
-def instability_lines(benches):
-    """One line per unstable result, and one for all that only have too few samples (as --fast always does)."""
-    why = {name: instability(bench) for name, bench in benches.items()}
-    lines = [f"unstable: {name}: {reason}" for name, reason in why.items() if reason not in (None, TOO_FEW_SAMPLES)]
-    few = [name for name, reason in why.items() if reason == TOO_FEW_SAMPLES]
-    if few:
-        lines.append(f"{len(few)} of {len(benches)} results have fewer samples than pyperf needs for 1% precision")
-    if lines:
-        lines.append("(pyperf's advice: more processes and values, e.g. --rigorous; `python -m pyperf system tune`)")
-    return lines
+def relative_half(mean_and_half):
+    mean, half = mean_and_half
+    return math.inf if math.isnan(half) else half / mean
