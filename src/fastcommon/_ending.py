@@ -24,10 +24,9 @@ from ._report import REPORT, Report
 def start(to_stderr: bool, full: bool, path: str | None) -> None:
     """Patch grpc, counting; report as this process ends: on stderr (in full: a line per name), in the file at
     ``path``, or both."""
-    replaced = _patching.install(REPORT.counting)
-    if not replaced:
+    if not _patching.install(REPORT.counting):
         return
-    REPORT.begin(replaced, to_stderr, full, path)
+    REPORT.begin(to_stderr, full, path)
     atexit.register(REPORT.print)
     if hasattr(os, "register_at_fork"):  # not on Windows
         os.register_at_fork(after_in_child=forked)
