@@ -27,8 +27,7 @@ def start(to_stderr: bool, full: bool, path: str | None) -> None:
     if hasattr(os, "register_at_fork"):  # not on Windows
         os.register_at_fork(after_in_child=forked)
     print_from_multiprocessing_children(REPORT)
-    # SIGTERM only at its default: a handler of the program's own, set now or later, is left alone (it reports at
-    # exit). A signal's handler is the main thread's to set.
+    # SIGTERM only at its default (a program's own handler reports at exit), and only the main thread sets one
     if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
@@ -46,8 +45,7 @@ def start(to_stderr: bool, full: bool, path: str | None) -> None:
 
 
 def on_sigterm(signum: int, frame: Any) -> None:
-    """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status. A second
-    SIGTERM while it reports ends the process at once; so does a report that fails."""
+    """Report, then end by SIGTERM as its default would have; a second SIGTERM, or a failed report, ends it at once."""
     reports_here = signal.getsignal(signal.SIGTERM) == on_sigterm  # not where a handler of the program's calls this
     if reports_here:  # the default first: a Python handler could lose a second SIGTERM (docs/adoption.md)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

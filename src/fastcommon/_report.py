@@ -116,8 +116,7 @@ def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int
 
 
 def text(summary: dict[str, Any], full: bool = False) -> str:
-    """The block printed on stderr: what is patched, the calls most called first, and what they saved, in three
-    lines of at most WIDTH characters; in full, the calls and the saving of every name, a line each."""
+    """The block on stderr: what is patched, called (most first) and saved, on three lines; in full, a line per name."""
     calls, left = summary["calls"], summary["left_to_grpc"]
     called = sorted((name for name in calls if calls[name]), key=lambda name: -calls[name])
     compiled = summary["implementation"] == "cython"
@@ -165,8 +164,7 @@ def _fitted(start: str, items: list[str], end: str = "") -> str:
 
 
 def append_line(path: str, line: str) -> None:
-    """Append one line to ``path`` in one write on a file opened for appending: processes that end at once never
-    interleave their lines. A failure is one warning on stderr, never an exception at exit."""
+    """Append ``line`` to ``path`` in one write: processes ending at once never interleave. A failure only warns."""
     data = line.encode()
     try:
         with open(path, "ab", buffering=0, opener=lambda name, flags: os.open(name, flags, 0o644)) as file:

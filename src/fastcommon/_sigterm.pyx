@@ -63,8 +63,7 @@ def relay_sigterm(size_t pthread_kill):
 
 
 def relay_here():
-    """Relay to this thread, in this process (a fork child's, from its at-fork hook), behind whatever handler is now
-    in front of the relay (faulthandler's, chained). Whether there is a relay."""
+    """Relay to this thread (a fork child's), behind any handler chained in front of the relay; whether there is one."""
     global _main_thread, _main_pid
     if _kill_thread == NULL:
         return False
