@@ -1,14 +1,11 @@
 """When each process of `run --report` reports: as it exits (atexit); on SIGTERM where SIGTERM would end it at its
-default disposition (atexit does not run then), first reporting, then ending by SIGTERM as it would have; once
-more in a fork child (its own calls, from the fork on); and in multiprocessing's children, which end past atexit.
-What is counted and said is _report.py's.
-"""
+default disposition, past atexit (as docker stop, Kubernetes and systemd stop servers), first reporting, then ending
+by SIGTERM as it would have; once more in a fork child, its own calls from the fork on; and in multiprocessing's
+children, which end past atexit. What is counted and said is _report.py's."""
 
 from __future__ import annotations
 
 import atexit
-import functools
-import importlib
 import os
 import signal
 import sys
@@ -22,54 +19,35 @@ from ._report import REPORT, Report
 
 
 def start(to_stderr: bool, full: bool, path: str | None) -> None:
-    """Patch grpc, counting; report as this process ends: on stderr (in full: a line per name), in the file at
-    ``path``, or both."""
-    replaced = _patching.install(REPORT.counting)
-    if not replaced:
+    """Patch grpc, counting its calls, and report as this process ends (where: Report.begin)."""
+    if not _patching.install(REPORT.counting):
         return
-    REPORT.begin(replaced, to_stderr, full, path)
+    REPORT.begin(to_stderr, full, path)
     atexit.register(REPORT.print)
     if hasattr(os, "register_at_fork"):  # not on Windows
         os.register_at_fork(after_in_child=forked)
     print_from_multiprocessing_children(REPORT)
-    report_before_sigterm()
-
-
-def report_before_sigterm() -> None:
-    """Where SIGTERM would end this process at its default disposition (no handler: atexit does not run then),
-    report first, then end by it: docker stop, Kubernetes and systemd stop servers so. A program's own handler, or
-    one it installs later, is left alone; the report is written when it exits, as always."""
+    # SIGTERM only at its default (a program's own handler reports at exit), and only the main thread sets one
     if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
-        return  # a signal's handler is the main thread's to set
+        return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, on_sigterm)
-        relay_sigterm()
-
-
-def relay_sigterm() -> None:
-    """Where the kernel hands SIGTERM to a thread other than the main one, _sigterm.pyx sends it on to the main
-    thread, which a wait with no timeout would otherwise keep from running the handler: put it in front of
-    CPython's handler, just set. Without the compiled relay (a pure-Python install) such a process keeps running:
-    docs/adoption.md."""
-    relay = sigterm_relay()
-    if relay is not None:
-        relay.relay_sigterm(_pthread_kill_address())
-    elif os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
-        warnings.warn(
-            "fastcommon: run --report's SIGTERM relay (fastcommon._sigterm) did not load; a process whose main "
-            "thread waits with no timeout may not end when another thread takes SIGTERM (docs/adoption.md)",
-            _implementation.FastcommonWarning,
-            stacklevel=2,
-        )
+        relay = sigterm_relay()
+        if relay is not None:  # in front of CPython's handler, just set
+            relay.relay_sigterm(_pthread_kill_address())
+        elif os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
+            warnings.warn(
+                "fastcommon: run --report's SIGTERM relay (fastcommon._sigterm) did not load; a process whose main "
+                "thread waits with no timeout may not end when another thread takes SIGTERM (docs/adoption.md)",
+                _implementation.FastcommonWarning,
+                stacklevel=2,
+            )
 
 
 def on_sigterm(signum: int, frame: Any) -> None:
-    """Report, then end by SIGTERM as the default disposition would have: the parent sees the same status. A second
-    SIGTERM while it reports ends the process at once; so does a report that fails."""
+    """Report, then end by SIGTERM as its default would have; a second SIGTERM, or a failed report, ends it at once."""
     reports_here = signal.getsignal(signal.SIGTERM) == on_sigterm  # not where a handler of the program's calls this
-    if reports_here:
-        # The default first: a second SIGTERM is the kernel's to act on. A Python handler would lose one that comes
-        # in the instant before the report's write begins to wait (docs/adoption.md).
+    if reports_here:  # the default first: a Python handler could lose a second SIGTERM (docs/adoption.md)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         REPORT.print(ended_by="SIGTERM")
@@ -96,16 +74,15 @@ def print_from_multiprocessing_children(report: Report) -> None:
         util.register_after_fork(report, print_from_multiprocessing_children)
 
 
-@functools.cache
 def sigterm_relay() -> types.ModuleType | None:
     """The compiled SIGTERM relay (_sigterm.pyx), or None: not built (Windows, a pure-Python install), or broken."""
     try:
-        return importlib.import_module("fastcommon._sigterm")
+        from . import _sigterm
     except Exception:  # a broken extension must never break the program it reports on
         return None
+    return _sigterm
 
 
-@functools.cache
 def _pthread_kill_address() -> int:
     """libc's pthread_kill, found as the process runs (why: _sigterm.pyx); 0 where it is not found."""
     try:

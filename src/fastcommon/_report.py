@@ -1,10 +1,6 @@
-"""`run --report`: what each patched process counts and says. It counts the calls through what fastcommon put into
-grpc, times what one call saves, and says it as it ends: a short block on stderr for people (``text``), one JSON
-line appended to a file for machines (``append_line``). When a process says it is _ending.py's.
-
-The compiled module counts in C (a counter in front of the same code: no Python frame between grpc and
-fastcommon, a few instructions more per call); pure Python, which buys nothing to report, counts in a closure.
-"""
+"""`run --report`: what each patched process counts, times and says as it ends (when: _ending.py), in a block on
+stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``). The compiled module
+counts in C, with no Python frame between grpc and fastcommon; pure Python, which saves nothing, in a closure."""
 
 from __future__ import annotations
 
@@ -30,28 +26,22 @@ class Report:
     """Calls through what fastcommon put into grpc, counted; reported when the process ends."""
 
     def __init__(self) -> None:
-        self.counts: list[int] = [0] * len(NAMES)  # pure Python's; the compiled module counts itself
-        self.names: tuple[str, ...] = ()
-        self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # (grpc's original, fastcommon's)
+        self.counts = [0] * len(NAMES)  # pure Python's; the compiled module counts itself
         self.baseline: dict[str, int] = {}
-        self.printed = False
-        self.to_stderr = self.full = False
+        self.timed: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}  # by name replaced: grpc's, ours
+        self.to_stderr = self.full = self.printed = False
         self.path: str | None = None
 
     def counting(self, originals: dict[str, Any], metadata_class: Any) -> dict[str, Any]:
-        """What replaces grpc's originals, counted: made to count by the compiled module, or wrapped in pure Python."""
-        if _implementation.compiled:
-            replacements = _implementation.replacements(originals, metadata_class, counted=True)
-        else:
-            made = _implementation.replacements(originals, None)
-            replacements = {name: self.counted(name, replacement) for name, replacement in made.items()}
-        self.timed = {
-            name: (original, replacements[name]) for name, original in originals.items()
-        }  # timed at exit, after the counts
+        """What replaces grpc's originals, counted: by the compiled module, or behind a counter in pure Python."""
+        replacements = _implementation.replacements(originals, metadata_class, counted=bool(_implementation.compiled))
+        if not _implementation.compiled:  # which replaces only the four functions
+            replacements = {name: self.counted(name, function) for name, function in replacements.items()}
+        self.timed = {name: (original, replacements[name]) for name, original in originals.items()}
         return replacements
 
     def counted(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-        """``function`` behind a counter, in pure Python (which replaces only the four functions)."""
+        """``function`` behind a counter, in pure Python."""
         counts, index = self.counts, BY_NAME[name].counter
 
         def counted(*args: Any) -> Any:
@@ -60,30 +50,27 @@ class Report:
 
         return counted
 
-    def begin(self, names: tuple[str, ...], to_stderr: bool, full: bool, path: str | None) -> None:
-        """Count the calls of ``names`` from here on; report on stderr (in full: a line per name), in the file at
-        ``path``, or both."""
-        self.names, self.to_stderr, self.full, self.path = names, to_stderr, full, path or None
+    def begin(self, to_stderr: bool, full: bool, path: str | None) -> None:
+        """Count from here on; report on stderr (in full: a line per name), in the file at ``path``, or both."""
+        self.to_stderr, self.full, self.path = to_stderr, full, path
         self.count_from_here()
 
     def count_from_here(self) -> None:
-        """Count from here on, and report once more: the compiled counters may have counted before (a fork child)."""
+        """Count from here on, and report once more: a fork child's counters hold its parent's calls too."""
         self.baseline = self.calls_so_far()
         self.printed = False
 
     def calls_so_far(self) -> dict[str, int]:
         counts = _implementation.calls() or self.counts
-        return {name: int(counts[BY_NAME[name].counter]) for name in self.names}
-
-    def calls(self) -> dict[str, int]:
-        return {name: count - self.baseline.get(name, 0) for name, count in self.calls_so_far().items()}
+        return {name: counts[BY_NAME[name].counter] for name in self.timed}
 
     def print(self, ended_by: str = "exit") -> None:
         """This process's report, once: its block on stderr, and its JSON line in the report file, if one is set."""
         if self.printed:
             return
         self.printed = True
-        summary = self.summary(self.calls(), time.process_time(), ended_by)
+        calls = {name: count - self.baseline[name] for name, count in self.calls_so_far().items()}
+        summary = self.summary(calls, time.process_time(), ended_by)
         if self.to_stderr:
             sys.stderr.write(text(summary, self.full))
             sys.stderr.flush()
@@ -109,106 +96,79 @@ class Report:
         }
 
     def per_call_saving_ns(self, name: str) -> float:
-        """grpc's time per call less fastcommon's, on the registry's calibration: the best of RUNS runs of
-        CALLS_PER_RUN calls each, the two interleaved, so that what the machine does meanwhile weighs on both alike.
-        A difference timing cannot tell from none is 0: fastcommon's never runs more instructions than grpc's."""
-        grpcs, fastcommons = (getattr(raw, "__func__", raw) for raw in self.timed[name])  # as the class calls them
-        if inspect.isgeneratorfunction(grpcs):  # an iterator's cost is in its items
-            grpcs, fastcommons = _taken(grpcs), _taken(fastcommons)
+        """grpc's time per call less fastcommon's, each the best of RUNS runs, interleaved so that what the machine
+        does meanwhile weighs on both alike; never below 0: fastcommon's never runs more instructions than grpc's."""
+        functions = [getattr(raw, "__func__", raw) for raw in self.timed[name]]  # as the class calls them
+        if inspect.isgeneratorfunction(functions[0]):  # an iterator's cost is in its items
+            functions = [lambda m, function=function: tuple(function(m)) for function in functions]
         cls = _grpc.metadata_class()
         arguments = BY_NAME[name].calibration(cls, cls(USER_AGENT))
-        runs = [
-            [ns_per_call(each, arguments, CALLS_PER_RUN, repeat=1) for each in (grpcs, fastcommons)]
-            for _ in range(RUNS)
-        ]
+        runs = [[ns_per_call(each, arguments, CALLS_PER_RUN, repeat=1) for each in functions] for _ in range(RUNS)]
         best: list[float] = [min(column) for column in zip(*runs, strict=True)]
         return max(0.0, best[0] - best[1])
 
 
 def ns_per_call(function: Callable[..., Any], args: tuple[Any, ...], number: int, repeat: int = RUNS) -> float:
-    """The best time of ``function(*args)`` in ns over ``repeat`` runs of ``number`` calls, in timeit's own loop (no
-    lambda between)."""
+    """The best time of ``function(*args)`` in ns over ``repeat`` runs of ``number`` calls, in timeit's own loop."""
     names = ("a", "b", "c")[: len(args)]
     timer = timeit.Timer(f"f({', '.join(names)})", globals={"f": function, **dict(zip(names, args, strict=False))})
     return min(timer.repeat(number=number, repeat=repeat)) / number * 1e9
 
 
-def _taken(function: Callable[..., Any]) -> Callable[..., Any]:
-    return lambda m: tuple(function(m))
-
-
 def text(summary: dict[str, Any], full: bool = False) -> str:
-    """The block printed on stderr: what is patched, the calls most called first, and what they saved, in three
-    lines of at most WIDTH characters; in full, the calls and the saving of every name, a line each."""
+    """The block on stderr: what is patched, called (most first) and saved, on three lines; in full, a line per name."""
     calls, left = summary["calls"], summary["left_to_grpc"]
-    called = sorted((name for name, count in calls.items() if count), key=lambda name: -calls[name])
-    implementation = "compiled" if summary["implementation"] == "cython" else "pure Python"
+    called = sorted((name for name in calls if calls[name]), key=lambda name: -calls[name])
+    compiled = summary["implementation"] == "cython"
+    per_call = {name: f"{ns:.0f} ns" if ns else "within noise" for name, ns in summary["saved_ns_per_call"].items()}
     ended = ", ended by SIGTERM" if summary["ended_by"] == "SIGTERM" else ""
     head = (
-        f"fastcommon --report, process {summary['pid']} (grpcio {summary['grpcio']}, {implementation}){ended}: "
-        f"{len(calls)} of {len(calls) + len(left)} names patched"
+        f"fastcommon --report, process {summary['pid']} (grpcio {summary['grpcio']}, "
+        f"{'compiled' if compiled else 'pure Python'}){ended}: {len(calls)} of {len(calls) + len(left)} names patched"
     )
     if left:
-        head = f"{head}, {len(left)} left to grpc" if full else _fitted(f"{head}, {len(left)} left to grpc: ", left)
+        head += f", {len(left)} left to grpc"
+    if not compiled:
+        saved = "  saved: nothing (pure Python is no faster than grpc's own)"
+    elif not called:
+        saved = "  saved: nothing (no calls)"
+    else:
+        cpu, seconds = summary["cpu_seconds"], summary["saved_seconds"]
+        share = f"{seconds / cpu:.2%}" if cpu > 0 else "n/a"
+        saved = f"  saved: {seconds * 1e3:.3f} ms, {share} of the process's {cpu:.3f} s CPU"
     if full:
-        return "\n".join([head, _saved(summary, []), *(_name_line(summary, name) for name in [*calls, *left])]) + "\n"
+        lines = [head, saved]
+        for name, count in calls.items():
+            line = f"  {name:<{NAME_WIDTH}} {count:>11,} call{'' if count == 1 else 's'}"
+            lines.append(f"{line}, saved per call: {per_call[name]}" if count and compiled else line)
+        return "\n".join([*lines, *(f"  {name:<{NAME_WIDTH}}  left to grpc" for name in left)]) + "\n"
+    if left:
+        head = _fitted(f"{head}: ", left)
+    if not called:
+        return f"{head}\n  calls: none\n{saved}\n"
+    if compiled:
+        saved = _fitted(f"{saved} (per call: ", [f"{name} {per_call[name]}" for name in called], ")")
     rest = f" ({len(calls) - len(called)} of {len(calls)} not called)" if len(called) < len(calls) else ""
-    counts = _fitted("  calls: ", [f"{name} {calls[name]:,}" for name in called], rest) if called else "  calls: none"
-    return f"{head}\n{counts}\n{_saved(summary, called)}\n"
-
-
-def _saved(summary: dict[str, Any], per_call: list[str]) -> str:
-    """The line of what the calls saved: in all, as a share of the process's CPU, and per call for ``per_call``."""
-    cpu_seconds, seconds = summary["cpu_seconds"], summary["saved_seconds"]
-    if summary["implementation"] == "python":
-        return "  saved: nothing (pure Python is no faster than grpc's own)"
-    if not any(summary["calls"].values()):
-        return "  saved: nothing (no calls)"
-    share = f"{seconds / cpu_seconds:.2%}" if cpu_seconds > 0 else "n/a"
-    line = f"  saved: {seconds * 1e3:.3f} ms, {share} of the process's {cpu_seconds:.3f} s CPU"
-    if not per_call:
-        return line
-    return _fitted(f"{line} (per call: ", [f"{name} {_ns(summary, name)}" for name in per_call], ")")
-
-
-def _name_line(summary: dict[str, Any], name: str) -> str:
-    """A name's line in the full report: its calls and what each saved, or that it is left to grpc."""
-    if name not in summary["calls"]:
-        return f"  {name:<{NAME_WIDTH}}  left to grpc"
-    count = summary["calls"][name]
-    line = f"  {name:<{NAME_WIDTH}} {count:>11,} call{'' if count == 1 else 's'}"
-    if not count or summary["implementation"] == "python":  # pure Python: nothing saved (the saved line says so)
-        return line
-    return f"{line}, saved per call: {_ns(summary, name)}"
-
-
-def _ns(summary: dict[str, Any], name: str) -> str:
-    """What one call of ``name`` saved, as a person reads it."""
-    ns = summary["saved_ns_per_call"][name]
-    return f"{ns:.0f} ns" if ns else "within noise"
+    counts = _fitted("  calls: ", [f"{name} {calls[name]:,}" for name in called], rest)
+    return f"{head}\n{counts}\n{saved}\n"
 
 
 def _fitted(start: str, items: list[str], end: str = "") -> str:
     """``start``, as many of ``items`` as keep the line within WIDTH characters (the rest counted), then ``end``."""
-    shown = len(items)
-    while True:
-        rest = f"(+{len(items) - shown} more)" if shown < len(items) else ""
-        line = start + " ".join(filter(None, [", ".join(items[:shown]), rest])) + end
-        if len(line) <= WIDTH or not shown:
+    for shown in range(len(items), 0, -1):
+        more = f" (+{len(items) - shown} more)" if shown < len(items) else ""
+        line = f"{start}{', '.join(items[:shown])}{more}{end}"
+        if len(line) <= WIDTH:
             return line
-        shown -= 1
+    return f"{start}(+{len(items)} more){end}"
 
 
 def append_line(path: str, line: str) -> None:
-    """Append one line to ``path`` in one write on a file opened for appending: processes that end at once never
-    interleave their lines. A failure is one warning on stderr, never an exception at exit."""
+    """Append ``line`` to ``path`` in one write: processes ending at once never interleave. A failure only warns."""
     data = line.encode()
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            written = os.write(descriptor, data)
-        finally:
-            os.close(descriptor)
+        with open(path, "ab", buffering=0, opener=lambda name, flags: os.open(name, flags, 0o644)) as file:
+            written = file.write(data)
         if written != len(data):
             raise OSError(f"{written} of {len(data)} bytes written")
     except OSError as exc:

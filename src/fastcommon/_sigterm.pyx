@@ -1,14 +1,9 @@
 # cython: language_level=3, binding=False, freethreading_compatible=True, autotestdict=False
-"""The SIGTERM relay of ``run --report`` (_ending.py), on POSIX.
-
-CPython runs a signal's Python handler in the main thread only. Where the kernel hands SIGTERM to another thread
-(one of grpc's) while the main thread waits with no timeout, CPython marks the signal and the main thread waits
-on: the handler the report put where SIGTERM was at its default, which would have ended the process, never runs.
-The relay, a C signal handler in front of CPython's own, sends the signal on to the main thread, and CPython's
-handler marks it there, when the main thread takes it: it wakes, and runs the handler. So the Python handler
-never runs before the copy has arrived, and a SIGTERM after it is always a second one (which ends a process
-while it reports: _ending.py). Only async-signal-safe calls, and errno as it was found.
-"""
+"""The SIGTERM relay of ``run --report`` (_ending.py), on POSIX: a C handler in front of CPython's own. CPython runs
+Python handlers in the main thread only, which a wait with no timeout keeps from running them when another thread
+takes SIGTERM: the relay sends the signal on from that thread to the main thread, where CPython's handler marks it,
+so that the report's handler runs, never before the copy has arrived (a SIGTERM after it is always a second one:
+docs/adoption.md). Only async-signal-safe calls, and errno as it was found."""
 
 from libc.errno cimport errno
 from posix.types cimport pid_t
@@ -42,23 +37,16 @@ cdef volatile pid_t _main_pid  # a fork child's getpid() differs: it only marks 
 cdef void _relay(int signum) noexcept nogil:
     global errno
     cdef int saved_errno = errno
-    # Another thread of the process it was put in place for sends the signal on, unmarked; the main thread, a
-    # fork child before relay_here(), and a thread whose copy cannot be sent mark it, as CPython's handler does.
+    # Another thread sends the signal on, unmarked; the main thread, a fork child before relay_here(), and a thread
+    # whose copy cannot be sent mark it, as CPython's handler does.
     if getpid() != _main_pid or pthread_equal(pthread_self(), _main_thread) or _kill_thread(_main_thread, signum):
         _cpython_handler.sa_handler(signum)
     errno = saved_errno
 
 
-cdef void _to_this_thread() noexcept nogil:
-    global _main_thread, _main_pid
-    _main_thread = pthread_self()
-    _main_pid = getpid()  # last: until then, a fork child's relay only marks the signal
-
-
 def relay_sigterm(size_t pthread_kill):
-    """From the main thread, just after a Python SIGTERM handler is set (CPython's C handler is then SIGTERM's):
-    put the relay in front of it, with its flags and mask. ``pthread_kill``: the address of libc's. Whether it
-    is there."""
+    """From the main thread, just after a Python SIGTERM handler is set: put the relay in front of CPython's C
+    handler, with its flags and mask. ``pthread_kill``: the address of libc's. Whether the relay is there."""
     global _kill_thread, _cpython_handler
     cdef sigaction_t current
     if pthread_kill == 0 or sigaction(SIGTERM, NULL, &current) != 0 or current.sa_flags & SA_SIGINFO:
@@ -69,15 +57,16 @@ def relay_sigterm(size_t pthread_kill):
         return False
     _kill_thread = <kill_thread_t><void *>pthread_kill
     _cpython_handler = current
-    _to_this_thread()
+    relay_here()
     current.sa_handler = _relay
     return sigaction(SIGTERM, &current, NULL) == 0
 
 
 def relay_here():
-    """Relay to this thread, in this process: a fork child's, from its at-fork hook. Whatever handler is now in
-    front of the relay (faulthandler's, chained) is left alone, and still reaches it. Whether there is a relay."""
+    """Relay to this thread (a fork child's), behind any handler chained in front of the relay; whether there is one."""
+    global _main_thread, _main_pid
     if _kill_thread == NULL:
         return False
-    _to_this_thread()
+    _main_thread = pthread_self()
+    _main_pid = getpid()  # last: until then, a fork child's relay only marks the signal
     return True
