@@ -4,8 +4,6 @@ what it puts in place of grpc's own.
 The one place the choice is made; the package, the gate, patching and the report all take it from here.
 """
 
-from __future__ import annotations
-
 import importlib
 import importlib.machinery
 import os

@@ -5,8 +5,6 @@ original is (the gate, the status, the report, the tests) reads it through ``ori
 answers the same before patch(), after it and after unpatch().
 """
 
-from __future__ import annotations
-
 import contextlib
 import threading
 import warnings

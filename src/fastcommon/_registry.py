@@ -8,8 +8,6 @@ patch(), the status, the report, .ci/next-grpcio and the tests all read this tab
 entry here and, where fastcommon compiles it, a function in fast_common.pyx or a maker in fast_metadata.pyx.
 """
 
-from __future__ import annotations
-
 import dataclasses
 from collections.abc import Callable
 from typing import Any

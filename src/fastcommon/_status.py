@@ -1,8 +1,6 @@
 """What `python -m fastcommon`, `check` and the watch of the next grpcio (.ci/next-grpcio) say: the installation,
 grpcio, and the gate's verdict on each name, in the words of _verdict.py."""
 
-from __future__ import annotations
-
 import platform
 import sys
 

@@ -1,7 +1,5 @@
 """The gate's verdict on one name, and every text that tells it: the warning, the status, check, the watch."""
 
-from __future__ import annotations
-
 import dataclasses
 from collections.abc import Iterable
 
