@@ -1,12 +1,6 @@
-"""fastcommon: grpc._common's str/bytes conversions and (de)serialization wrappers, compiled.
-
-    import fastcommon
-    fastcommon.patch()   # grpc now converts through fastcommon
-
-encode, decode, serialize and deserialize come from the compiled module when it imports,
-else from the pure-Python reference fastcommon.common; IMPLEMENTATION says which actually
-loaded ("cython" or "python") and PURE_PYTHON_REASON why it is pure Python (None when it is not).
-"""
+"""fastcommon's public API: grpc._common's str/bytes conversions and (de)serialization wrappers, compiled, and
+fastcommon.patch(), which puts them into grpc. IMPLEMENTATION says which loaded ("cython" or "python"),
+PURE_PYTHON_REASON why it is pure Python (None when it is not)."""
 
 __version__ = "0.1.0"
 
@@ -27,7 +21,4 @@ __all__ = [
     "unpatch",
 ]
 
-encode = chosen.encode
-decode = chosen.decode
-serialize = chosen.serialize
-deserialize = chosen.deserialize
+encode, decode, serialize, deserialize = chosen.encode, chosen.decode, chosen.serialize, chosen.deserialize

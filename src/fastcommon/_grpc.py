@@ -1,7 +1,5 @@
 """Where grpc keeps what fastcommon may replace: its modules, the object that holds each name, and what is there."""
 
-from __future__ import annotations
-
 import importlib
 import sys
 import types

@@ -1,11 +1,6 @@
-"""Patch state: what fastcommon has put into grpc, and grpc's originals that it replaced (patch, unpatch, suspended).
-
-Like gevent's monkey, one dict holds each original beside its replacement; everything that asks what grpc's
-original is (the gate, the status, the report, the tests) reads it through ``originals``, so that a judgement
-answers the same before patch(), after it and after unpatch().
-"""
-
-from __future__ import annotations
+"""Patch state: what fastcommon has put into grpc, and grpc's originals that it replaced. Like gevent's monkey, one
+dict holds each original beside its replacement; all that asks for grpc's original (the gate, the status, the report,
+the tests) reads originals(), so that a judgement answers the same before patch(), after it and after unpatch()."""
 
 import contextlib
 import threading
@@ -14,15 +9,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import _gate, _grpc, _implementation
-from ._implementation import FastcommonWarning
 from ._registry import NAMES
 from ._verdict import Verdict, warning
 
 _installed: dict[str, tuple[Any, Any]] = {}  # name -> (grpc's original, fastcommon's replacement in its place)
 _lock = threading.Lock()
-
-# What makes the replacements: (grpc's originals by name, grpc's Metadata class) -> fastcommon's by name.
-Make = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def originals() -> dict[str, Any]:
@@ -39,8 +30,9 @@ def verdicts() -> dict[str, Verdict]:
     return _gate.assess(originals())
 
 
-def install(make: Make = _implementation.replacements) -> tuple[str, ...]:
-    """Put what ``make`` gives wherever the gate allows; warn, once, of what grpc's own keeps because it differs."""
+def install(make: Callable[[dict[str, Any], Any], dict[str, Any]] = _implementation.replacements) -> tuple[str, ...]:
+    """Put what ``make`` gives for grpc's originals (by name) and its Metadata class wherever the gate allows; warn,
+    once, of what grpc's own keeps because it differs."""
     _implementation.warn_if_unwanted_pure_python(stacklevel=3)
     _grpc.modules()  # before the lock: importing grpc under `run` patches it, from within this call
     with _lock:
@@ -54,7 +46,7 @@ def install(make: Make = _implementation.replacements) -> tuple[str, ...]:
             _installed[name] = (grpcs[name], replacements[name])
             setattr(*_grpc.owner(name), replacements[name])
     if differing := [verdict for verdict in judged.values() if verdict.differs]:
-        warnings.warn(warning(differing, _grpc.version()), FastcommonWarning, stacklevel=3)
+        warnings.warn(warning(differing, _grpc.version()), _implementation.FastcommonWarning, stacklevel=3)
     return replaced
 
 
@@ -64,11 +56,8 @@ def patch() -> tuple[str, ...]:
 
 
 def unpatch() -> tuple[str, ...]:
-    """Put grpc's originals back where fastcommon's still are; return the names restored.
-
-    Where another library has since replaced fastcommon's, its replacement stays, and grpc's original is kept
-    for a later unpatch(), once fastcommon's is back in place: it is never lost.
-    """
+    """Put grpc's originals back where fastcommon's still are; return the names restored. Another library's later
+    replacement stays, and grpc's original under it is kept for an unpatch() once fastcommon's is back: never lost."""
     with _lock:
         restored = []
         for name, (original, replacement) in list(_installed.items()):

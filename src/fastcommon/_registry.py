@@ -1,20 +1,14 @@
-"""What fastcommon may replace in grpc, each thing once, as data.
-
-A replaceable has a name (what patch() returns and is_patched() takes: its dotted path in its home
-module), a home (the grpc module), a kind (how its home holds it), the fingerprints of its code that
-the suite ran against (with those grpcio releases), a counter (where ``run --report`` counts its calls:
-its position here) and a calibration (the arguments of one call that ``--report`` times). The gate,
-patch(), the status, the report, .ci/next-grpcio and the tests all read this table: a new name is one
-entry here and, where fastcommon compiles it, a function in fast_common.pyx or a maker in fast_metadata.pyx.
-"""
-
-from __future__ import annotations
+"""What fastcommon may replace in grpc, each thing once, as data (a Replaceable says what an entry holds). The gate,
+patch(), the status, the report, .ci/next-grpcio and the tests all read this table: a new name is one entry here
+and, where fastcommon compiles it, a function in fast_common.pyx or a maker in fast_metadata.pyx."""
 
 import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 FUNCTION, CLASS, METHOD, CLASSMETHOD, STATICMETHOD = "function", "class", "method", "classmethod", "staticmethod"
+METADATA_KINDS = (METHOD, CLASSMETHOD, STATICMETHOD)  # grpc.aio's Metadata methods and _init_metadata
+_METADATA = "grpc.aio._metadata"  # the home of grpc.aio's Metadata
 
 USER_AGENT = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # an entry every RPC carries
 METHOD_NAME = "/grpc.testing.BenchmarkService/UnaryCall"  # what encode and decode are timed on
@@ -26,21 +20,19 @@ METHOD_NAME = "/grpc.testing.BenchmarkService/UnaryCall"  # what encode and deco
 _V62, _V73, _V80, _V85 = ("1.62.3",), ("1.73.1",), ("1.80.1",), ("1.85.1", "1.85.3")
 _OLDER, _NEWER = _V62 + _V73, _V80 + _V85
 
-# Given grpc's Metadata class and one holding USER_AGENT: the arguments of a call, as its class calls it.
-Calibration = Callable[[Any, Any], tuple[Any, ...]]
-
 
 @dataclasses.dataclass(frozen=True)
 class Replaceable:
     """One thing of grpc's that fastcommon may replace."""
 
-    name: str
-    home: str
-    kind: str
-    fingerprints: dict[str, tuple[str, ...]]  # none for the class: it is judged by its shape
-    calibration: Calibration
+    name: str  # what patch() returns and is_patched() takes: its dotted path in its home module
+    home: str  # the grpc module
+    kind: str  # how its home holds it
+    fingerprints: dict[str, tuple[str, ...]]  # of the code the suite ran against, with its releases; the class has none
+    # Given grpc's Metadata class and one holding USER_AGENT: the arguments of the call that --report times.
+    calibration: Callable[[Any, Any], tuple[Any, ...]]
     arguments: int = 0  # a function's: how many grpc passes (a conversion one, a wrapper two)
-    counter: int = -1  # its position in REPLACEABLES
+    counter: int = -1  # where run --report counts its calls: its position in REPLACEABLES
 
     @property
     def attribute(self) -> str:
@@ -62,26 +54,21 @@ _TABLE = (
     Replaceable("deserialize", "grpc._common", FUNCTION, {"581b882d": _OLDER, "75deb5cd": _NEWER},
                 lambda cls, m: (b"message", bytes), arguments=2),
     Replaceable("_Metadatum", "grpc._cython.cygrpc", CLASS, {}, lambda cls, m: USER_AGENT),
-    Replaceable("Metadata.__init__", "grpc.aio._metadata", METHOD, {"0c3ca982": _OLDER, "c0b7a426": _NEWER},
-                lambda cls, m: (m,)),
-    Replaceable("Metadata.add", "grpc.aio._metadata", METHOD, {"a4ec3e50": _OLDER + _NEWER},
-                lambda cls, m: (m, "x-key", "value")),
-    Replaceable("Metadata.from_tuple", "grpc.aio._metadata", CLASSMETHOD,
+    Replaceable("Metadata.__init__", _METADATA, METHOD, {"0c3ca982": _OLDER, "c0b7a426": _NEWER}, lambda cls, m: (m,)),
+    Replaceable("Metadata.add", _METADATA, METHOD, {"a4ec3e50": _OLDER + _NEWER}, lambda cls, m: (m, "x-key", "value")),
+    Replaceable("Metadata.from_tuple", _METADATA, CLASSMETHOD,
                 {"a962fb3f": _OLDER, "558a678c": _V80, "5c41a6b4": _V85}, lambda cls, m: (cls, None)),
-    Replaceable("Metadata._create", "grpc.aio._metadata", CLASSMETHOD, {"cf0997c4": _V80, "7d36eb57": _V85},
+    Replaceable("Metadata._create", _METADATA, CLASSMETHOD, {"cf0997c4": _V80, "7d36eb57": _V85},
                 lambda cls, m: (cls, m)),  # none before 1.80
-    Replaceable("Metadata.__iter__", "grpc.aio._metadata", METHOD, {"d918319d": _OLDER + _NEWER},
+    Replaceable("Metadata.__iter__", _METADATA, METHOD, {"d918319d": _OLDER + _NEWER},
                 lambda cls, m: (m,)),  # timed with its items taken: tuple(iter(m))
-    Replaceable("Metadata.__len__", "grpc.aio._metadata", METHOD, {"4002ca69": _OLDER + _NEWER},
-                lambda cls, m: (m,)),
-    Replaceable("Metadata.__getitem__", "grpc.aio._metadata", METHOD, {"17da657c": _OLDER, "3876e14a": _NEWER}, _key),
-    Replaceable("Metadata.get", "grpc.aio._metadata", METHOD, {"aa9634dd": _V73, "2f86d154": _NEWER},
+    Replaceable("Metadata.__len__", _METADATA, METHOD, {"4002ca69": _OLDER + _NEWER}, lambda cls, m: (m,)),
+    Replaceable("Metadata.__getitem__", _METADATA, METHOD, {"17da657c": _OLDER, "3876e14a": _NEWER}, _key),
+    Replaceable("Metadata.get", _METADATA, METHOD, {"aa9634dd": _V73, "2f86d154": _NEWER},
                 _key),  # 1.62's is abc.Mapping's
-    Replaceable("Metadata.get_all", "grpc.aio._metadata", METHOD, {"8c76ad9b": _OLDER + _V80, "c628ab52": _V85},
-                _key),
-    Replaceable("Metadata.__contains__", "grpc.aio._metadata", METHOD,
-                {"c4d51529": _OLDER + _V80, "7a574fc8": _V85}, _key),
-    Replaceable("Metadata.__setitem__", "grpc.aio._metadata", METHOD, {"cad00d08": _OLDER + _NEWER},
+    Replaceable("Metadata.get_all", _METADATA, METHOD, {"8c76ad9b": _OLDER + _V80, "c628ab52": _V85}, _key),
+    Replaceable("Metadata.__contains__", _METADATA, METHOD, {"c4d51529": _OLDER + _V80, "7a574fc8": _V85}, _key),
+    Replaceable("Metadata.__setitem__", _METADATA, METHOD, {"cad00d08": _OLDER + _NEWER},
                 lambda cls, m: (m, USER_AGENT[0], "value")),
     Replaceable("_BaseMultiCallable._init_metadata", "grpc.aio._channel", STATICMETHOD,
                 {"478d5c4b": _OLDER, "0bb5050f": _V80, "289438a0": _V85}, lambda cls, m: (m, None)),
@@ -92,23 +79,11 @@ BY_NAME = {replaceable.name: replaceable for replaceable in REPLACEABLES}
 NAMES = tuple(BY_NAME)
 HOMES = tuple(dict.fromkeys(replaceable.home for replaceable in REPLACEABLES))
 
-
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
-
-
-# The releases the gate's warning and the status name.
-TESTED_GRPCIO = tuple(
-    sorted(
-        {release for each in REPLACEABLES for releases in each.fingerprints.values() for release in releases},
-        key=_release,
-    )
-)
+# The releases the gate's warning and the status name, oldest first.
+_RELEASES = {release for each in REPLACEABLES for releases in each.fingerprints.values() for release in releases}
+TESTED_GRPCIO = tuple(sorted(_RELEASES, key=lambda release: tuple(map(int, release.split(".")))))
 
 
 def of_kind(*kinds: str) -> tuple[Replaceable, ...]:
     """The replaceables of these kinds, in their order."""
     return tuple(replaceable for replaceable in REPLACEABLES if replaceable.kind in kinds)
-
-
-METADATA_KINDS = (METHOD, CLASSMETHOD, STATICMETHOD)  # grpc.aio's Metadata methods and _init_metadata

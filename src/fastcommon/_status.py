@@ -1,18 +1,15 @@
 """What `python -m fastcommon`, `check` and the watch of the next grpcio (.ci/next-grpcio) say: the installation,
 grpcio, and the gate's verdict on each name, in the words of _verdict.py."""
 
-from __future__ import annotations
-
 import platform
 import sys
 
 from . import __version__, _gate, _grpc, _implementation, _patching, _verdict
-from ._registry import BY_NAME, CLASS, HOMES, NAMES, TESTED_GRPCIO
+from ._registry import BY_NAME, CLASS, TESTED_GRPCIO
 
 
 def status() -> list[str]:
-    """The version, the implementation and why, the Python and grpcio versions, and what patch() does with each
-    name: its home, its fingerprint, and whether it is replaced."""
+    """The version, the implementation and why, the Python and grpcio versions, and a status line per name."""
     lines = [f"fastcommon {__version__}", f"implementation: {_implementation.IMPLEMENTATION}"]
     if _implementation.PURE_PYTHON_REASON:
         lines.append(f"pure Python because: {_implementation.PURE_PYTHON_REASON}")
@@ -23,12 +20,10 @@ def status() -> list[str]:
         originals = _patching.originals()
     except ImportError:
         return [*lines, "grpcio: not installed"]
-    lines.append(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.tested()})")
-    widths = max(map(len, NAMES)), max(map(len, HOMES))
-    pure = _implementation.IMPLEMENTATION == "python"
+    lines.append(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.TESTED})")
     for name, verdict in _gate.assess(originals).items():
         found = _gate.fingerprint_of(originals[name]) if BY_NAME[name].kind != CLASS else None  # a class has none
-        lines.append(_verdict.status_line(verdict, found, _patching.is_patched(name), pure, widths))
+        lines.append(_verdict.status_line(verdict, found, _patching.is_patched(name), not _implementation.compiled))
     return lines
 
 
@@ -38,8 +33,7 @@ def check() -> tuple[int, list[str]]:
         verdicts = _patching.verdicts()
     except ImportError as exc:
         return 1, [f"fastcommon check: {exc}"]
-    complete, lines = _verdict.check_lines(verdicts.values(), _grpc.version(), _implementation.PURE_PYTHON_REASON)
-    return 0 if complete else 1, lines
+    return _verdict.check_lines(verdicts.values(), _grpc.version(), _implementation.PURE_PYTHON_REASON)
 
 
 def watch() -> tuple[int, list[str]]:

@@ -1,11 +1,9 @@
 """The gate's verdict on one name, and every text that tells it: the warning, the status, check, the watch."""
 
-from __future__ import annotations
-
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
-from ._registry import BY_NAME, TESTED_GRPCIO
+from ._registry import BY_NAME, HOMES, NAMES, TESTED_GRPCIO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,20 +28,18 @@ class Verdict:
         return BY_NAME[self.name].home
 
 
-def tested() -> str:
-    return ", ".join(TESTED_GRPCIO)
+TESTED = ", ".join(TESTED_GRPCIO)  # as the status names them
+RAN_AGAINST = f"fastcommon's suite ran against grpcio {TESTED}"  # as the warning and check say it
+_WIDTHS = max(map(len, NAMES)), max(map(len, HOMES))  # of the status's columns: the names, their homes
 
 
 def warning(differing: Iterable[Verdict], grpcio: str) -> str:
     """The one FastcommonWarning of a patch() that leaves names to grpc."""
     left = "; ".join(f"{verdict.name} in {verdict.home} ({verdict.reason})" for verdict in differing)
-    return (
-        f"fastcommon leaves {left} to grpc on grpcio {grpcio}; "
-        f"fastcommon's suite ran against grpcio {tested()} (python -m fastcommon check)"
-    )
+    return f"fastcommon leaves {left} to grpc on grpcio {grpcio}; {RAN_AGAINST} (python -m fastcommon check)"
 
 
-def status_line(verdict: Verdict, fingerprint: str | None, patched: bool, pure: bool, widths: tuple[int, int]) -> str:
+def status_line(verdict: Verdict, fingerprint: str | None, patched: bool, pure: bool) -> str:
     """A line of `python -m fastcommon`: the name, its home, its fingerprint and what patch() does with it."""
     if patched:
         does = "fastcommon's, patched in this process"
@@ -53,23 +49,22 @@ def status_line(verdict: Verdict, fingerprint: str | None, patched: bool, pure: 
         does = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
     else:
         does = "patch() replaces it"
-    name_width, home_width = widths
+    name_width, home_width = _WIDTHS
     return f"{verdict.name:<{name_width}}  in {verdict.home:<{home_width}}  fingerprint {fingerprint or '-':<8}  {does}"
 
 
-def check_lines(verdicts: Iterable[Verdict], grpcio: str, pure_reason: str | None) -> tuple[bool, list[str]]:
-    """What `python -m fastcommon check` says: whether patch() gives grpc everything fastcommon offers, compiled,
-    and a line per problem, or the one line that all is replaced."""
-    verdicts = list(verdicts)
+def check_lines(verdicts: Collection[Verdict], grpcio: str, pure_reason: str | None) -> tuple[int, list[str]]:
+    """What `python -m fastcommon check` says: 0 when patch() gives grpc everything fastcommon offers, compiled, else
+    1; and a line per problem, or the one line that all is replaced."""
     problems = [f"{v.name} (in {v.home}) stays grpc's: {v.reason}" for v in verdicts if v.differs]
     if problems:
-        problems.append(f"(grpcio {grpcio}; fastcommon's suite ran against grpcio {tested()})")
+        problems.append(f"(grpcio {grpcio}; {RAN_AGAINST})")
     if pure_reason:
         problems.insert(0, f"fastcommon runs pure Python, which buys nothing: {pure_reason}")
     if not problems:
         replaced = ", ".join(v.name for v in verdicts if v.replaces)
-        return True, [f"fastcommon check: patch() replaces {replaced} on grpcio {grpcio}"]
-    return False, [f"fastcommon check: {line}" for line in problems]
+        return 0, [f"fastcommon check: patch() replaces {replaced} on grpcio {grpcio}"]
+    return 1, [f"fastcommon check: {line}" for line in problems]
 
 
 def unknown_fingerprint(name: str, fingerprint: str | None, grpcio: str) -> str:

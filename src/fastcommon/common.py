@@ -1,10 +1,6 @@
-"""Pure-Python reference: grpc._common's conversions, the spec and the fallback.
-
-Every function behaves exactly as its namesake in ``grpc/_common.py``; the
-compiled twin ``fast_common.pyx`` must match this module, not improve on it.
-Parameters are positional-only, as grpc calls them and as the compiled twin's
-builtin-function calling convention requires.
-"""
+"""The pure-Python spec of grpc._common's four functions, and the fallback: each behaves exactly as its namesake in
+grpc/_common.py, and the compiled twin fast_common.pyx matches this module, not improves on it. Parameters are
+positional-only, as grpc calls them and as the compiled twin's builtin-function calling convention requires."""
 
 import logging
 import sys
@@ -31,16 +27,12 @@ def grpcs_logger() -> logging.Logger:
 
 def encode(s: AnyStr, /) -> bytes:
     """Return bytes as they are; encode anything else with its ``encode("utf8")``."""
-    if isinstance(s, bytes):
-        return s
-    return s.encode("utf8")
+    return s if isinstance(s, bytes) else s.encode("utf8")
 
 
 def decode(b: AnyStr, /) -> str:
     """Decode bytes as UTF-8, replacing invalid sequences; return anything else as it is."""
-    if isinstance(b, bytes):
-        return b.decode("utf-8", "replace")
-    return b
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
 
 
 def _transform(message: Any, transformer: Callable[[Any], Any] | None, exception_message: str) -> Any:

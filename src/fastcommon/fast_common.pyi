@@ -12,8 +12,6 @@ def deserialize(serialized_message: bytes, deserializer: Callable[[bytes], Any] 
 
 @final
 class Counted:
-    """Counted(counter): the four functions, each counting its calls at ``counter`` first (a builtin method)."""
-
     def __new__(cls, counter: int, /) -> Counted: ...
     @property
     def counter(self) -> int: ...

@@ -4,9 +4,6 @@ from typing import Any, final
 
 @final
 class MetadatumConstructor:
-    """Builds cls(key, value) as a namedtuple's __new__ does, for a namedtuple cls of two fields, checked; any other
-    call, and everything else, is cls's own: every attribute is read from and written to cls."""
-
     def __new__(cls, cls_: type[tuple[Any, ...]], /, *, counter: int = -1) -> MetadatumConstructor: ...
     def __call__(self, /, *args: Any, **kwargs: Any) -> tuple[Any, ...]: ...
     def __instancecheck__(self, instance: Any, /) -> bool: ...

@@ -9,8 +9,6 @@ def metadata_methods(
 
 @final
 class MetadataIterator(Iterator[tuple[Any, Any]]):
-    """What grpc's Metadata.__iter__ generator yields, (key, value) for every value under every key, in C."""
-
     def __next__(self) -> tuple[Any, Any]: ...
 
 def calls() -> tuple[int, ...]: ...
