@@ -83,7 +83,25 @@ BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _environment.REPORT_FILE,
 )
 flag = _environment.flag  # how fastcommon reads a flag of the environment
-launcher, grpc_imported, suspended = _launcher, _launcher.grpc_imported, _patching.suspended
+launcher, grpc_imported = _launcher, _launcher.grpc_imported
+
+
+@contextlib.contextmanager
+def suspended():
+    """grpc's originals in place for a ``with`` block (a test starts from stock grpc); then fastcommon's put back where
+    grpc's still are (under `python -m fastcommon run`, this process was patched before the tests)."""
+    with _patching._lock:
+        taken = dict(_patching._installed)
+    restored = _patching.unpatch()
+    try:
+        yield
+    finally:
+        with _patching._lock:
+            for name in restored:
+                original, replacement = taken[name]
+                if name not in _patching._installed and _grpc.current(name) is original:
+                    setattr(*_grpc.owner(name), replacement)
+                    _patching._installed[name] = (original, replacement)
 
 
 def relay_sigterm():

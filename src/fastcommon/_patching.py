@@ -68,23 +68,6 @@ def unpatch() -> tuple[str, ...]:
         return tuple(restored)
 
 
-@contextlib.contextmanager
-def suspended() -> Iterator[None]:
-    """grpc's originals in place for a ``with`` block; then fastcommon's put back where grpc's still are."""
-    with _lock:
-        taken = dict(_installed)
-    restored = unpatch()
-    try:
-        yield
-    finally:
-        with _lock:
-            for name in restored:
-                original, replacement = taken[name]
-                if name not in _installed and _grpc.current(name) is original:
-                    setattr(*_grpc.owner(name), replacement)
-                    _installed[name] = (original, replacement)
-
-
 def is_patched(name: str | None = None) -> bool:
     """Tell whether fastcommon has replaced anything in grpc, or the one named (one of NAMES)."""
     if name is None:

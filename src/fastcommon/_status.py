@@ -5,7 +5,7 @@ import platform
 import sys
 
 from . import __version__, _gate, _grpc, _implementation, _patching, _verdict
-from ._registry import BY_NAME, CLASS, TESTED_GRPCIO
+from ._registry import BY_NAME, CLASS
 
 
 def status() -> list[str]:
@@ -39,13 +39,4 @@ def check() -> tuple[int, list[str]]:
 def watch() -> tuple[int, list[str]]:
     """What of the installed grpcio the gate does not know (1), or that it knows all of it (0): .ci/next-grpcio."""
     unknown = _gate.unknown(_patching.originals())
-    lines = [f"{name} in {BY_NAME[name].home}: {what}" for name, what in unknown.items()]
-    version = _grpc.version()
-    if not unknown:
-        lines.append(f"none: the gate knows all of grpcio {version}")
-    if version not in TESTED_GRPCIO:
-        lines.append(
-            f"grpcio {version} is not yet among the releases the suite ran against: once it passes, add it to the "
-            "releases of its fingerprints in src/fastcommon/_registry.py"
-        )
-    return (1 if unknown else 0), lines
+    return (1 if unknown else 0), _verdict.watch_lines(unknown, _grpc.version())

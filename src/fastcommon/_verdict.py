@@ -70,3 +70,13 @@ def check_lines(verdicts: Collection[Verdict], grpcio: str, pure_reason: str | N
 def unknown_fingerprint(name: str, fingerprint: str | None, grpcio: str) -> str:
     """What .ci/next-grpcio prints for a fingerprint the suite has not run against: the line to add."""
     return f'"{fingerprint}": ("{grpcio}",),  # in the fingerprints of {name} in src/fastcommon/_registry.py'
+
+
+def watch_lines(unknown: dict[str, str], grpcio: str) -> list[str]:
+    """What .ci/next-grpcio prints of the installed grpcio: what the gate does not know of it, or that it knows all."""
+    lines = [f"{name} in {BY_NAME[name].home}: {what}" for name, what in unknown.items()]
+    lines += [] if unknown else [f"none: the gate knows all of grpcio {grpcio}"]
+    if grpcio not in TESTED_GRPCIO:
+        lines.append(f"grpcio {grpcio} is not yet among the releases the suite ran against: once it passes, add it "
+                     "to the releases of its fingerprints in src/fastcommon/_registry.py")  # fmt: skip
+    return lines
