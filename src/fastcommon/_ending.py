@@ -3,8 +3,6 @@ default disposition, past atexit (as docker stop, Kubernetes and systemd stop se
 by SIGTERM as it would have; once more in a fork child, its own calls from the fork on; and in multiprocessing's
 children, which end past atexit. What is counted and said is _report.py's."""
 
-from __future__ import annotations
-
 import atexit
 import os
 import signal

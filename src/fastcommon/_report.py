@@ -2,8 +2,6 @@
 stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``). The compiled module
 counts in C, with no Python frame between grpc and fastcommon; pure Python, which saves nothing, in a closure."""
 
-from __future__ import annotations
-
 import inspect
 import json
 import os
