@@ -1,6 +1,5 @@
 """`python -m fastcommon run`: the program's environment, its exec under plain python, how python takes a program,
-and the call that the bootstrap (_bootstrap/sitecustomize.py) makes in each process once it has imported grpc.
-"""
+and the call that the bootstrap (_bootstrap/sitecustomize.py) makes in each process once it has imported grpc."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """fastcommon's bootstrap, first on PYTHONPATH under `python -m fastcommon run`: Python runs it at start-up in every
 process of the program. It imports nothing: it hands grpc to fastcommon once the process has imported grpc, then runs
-the program's own sitecustomize. It does no harm under any Python, 2 included: without fastcommon, grpc stays stock.
-"""
+the program's own sitecustomize. It does no harm under any Python, 2 included: without fastcommon, grpc stays stock."""
 
 # mypy: allow-untyped-defs, allow-untyped-calls
 
