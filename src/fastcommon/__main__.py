@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from argparse import ArgumentParser, Namespace, RawDescriptionHelpFormatter
+from argparse import SUPPRESS, ArgumentParser, Namespace, RawDescriptionHelpFormatter
 
 from fastcommon import __version__, _compare, _launcher, _status
 
@@ -69,6 +69,7 @@ def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
     )
     compare.add_argument("--report", action="store_true", help="then print what each patched process saved")
     compare.add_argument("--stdout", action="store_true", help="compare the standard output too, byte for byte")
+    compare.add_argument("rest", nargs="*", help=SUPPRESS)  # the value split_program takes for --report-file: unnamed
     return parser, run, compare
 
 
