@@ -18,14 +18,12 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import _launcher
-from ._report import text as report_text
+from . import _launcher, _report
 
 if TYPE_CHECKING:
     import pytest
 
 OUTCOMES_VARIABLE = "FASTCOMMON_COMPARE_OUTCOMES"
-WIDTH = 160  # no line is longer, but for a node id that is longer itself
 SHOWN = 50  # differing tests listed; the rest are counted
 COUNTED = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")  # pytest's order in its summary line
 NOT_RUN = "not run"
@@ -131,7 +129,7 @@ def verdict(stock: Run, patched: Run, with_stdout: bool, folder: str) -> tuple[l
             for nodeid in differing[:SHOWN]:
                 change = f"{before.get(nodeid, NOT_RUN)} -> {after.get(nodeid, NOT_RUN)}"
                 line = f"  {nodeid}: {change}"
-                details.append(line if len(line) <= WIDTH else f"  {nodeid}:\n    {change}")
+                details.append(line if len(line) <= _report.WIDTH else f"  {nodeid}:\n    {change}")
             details += [f"  ... and {len(differing) - SHOWN:,} more"] if len(differing) > SHOWN else []
         else:
             counted = counts(before)
@@ -181,7 +179,8 @@ def first_difference(stock: str, patched: str) -> list[str]:
 
 
 def shortened(text: str) -> str:
-    return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
+    """``text`` cut to the width of fastcommon's lines, as _report's (a node id alone is never cut)."""
+    return text if len(text) <= _report.WIDTH else text[: _report.WIDTH - 3] + "..."
 
 
 def report_lines(path: str) -> list[str]:
@@ -192,7 +191,7 @@ def report_lines(path: str) -> list[str]:
             summaries = [json.loads(line) for line in file]
     if not summaries:
         return ["fastcommon compare --report: no patched process reported (none imported grpc)"]
-    blocks = "".join(report_text(summary) for summary in summaries)
+    blocks = "".join(_report.text(summary) for summary in summaries)
     return [f"fastcommon compare --report: what each patched process saved ({len(summaries):,})", blocks.rstrip("\n")]
 
 
