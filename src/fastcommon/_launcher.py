@@ -1,12 +1,5 @@
-"""`python -m fastcommon run`: reaching every Python process of a program.
-
-``launch`` runs the program under plain ``python`` (``exec``, so argv, ``__main__``, exit codes and signals are
-python's own) with fastcommon's bootstrap directory first on PYTHONPATH. Python runs
-``_bootstrap/sitecustomize.py`` at start-up in the program and in every child that inherits that environment
-(multiprocessing's spawn and forkserver workers, ``subprocess`` runs of Python); fork children inherit the
-parent's state. The bootstrap calls ``grpc_imported`` once a process has imported grpc: only then is fastcommon
-imported and grpc patched, counting its calls for the report under ``--report`` (_ending.py, _report.py).
-"""
+"""`python -m fastcommon run`: the program's environment, its exec under plain python, how python takes a program,
+and the call that the bootstrap (_bootstrap/sitecustomize.py) makes in each process once it has imported grpc."""
 
 from __future__ import annotations
 
@@ -26,12 +19,12 @@ from ._patching import patch
 REPLACE_PROCESS = sys.platform != "win32"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
 
-
 PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
 VALUE_OPTIONS = ("--report-file",)  # fastcommon's own options that take a value, as the next argument
 PYTHON_VALUE_OPTIONS = ("-X", "-W")  # python's options that take a value, attached or next
 PYTHON_FLAGS = "bBdiOPqRsuv"  # python's flags, alone or together (-OO, -uB)
 SKIPS_STARTUP = "EIS"  # python's flags under which it would ignore PYTHONPATH, or not run sitecustomize
+REPORTS = (_environment.REPORT, _environment.REPORT_FILE)  # what run sets in the environment, besides PYTHONPATH
 
 
 def split_program(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
@@ -48,10 +41,8 @@ def split_program(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
         if arg[:2] in PROGRAM_OPTIONS:  # -mpkg.mod, -ccode, as python accepts them
             return fastcommons, pythons, [arg[:2], arg[2:], *argv[i + 1 :]]
         taken = 2 if arg in VALUE_OPTIONS + PYTHON_VALUE_OPTIONS else 1  # the option, and its value if apart
-        is_python = arg[:2] in PYTHON_VALUE_OPTIONS or (
-            arg[1:] != "" and set(arg[1:]) <= set(PYTHON_FLAGS + SKIPS_STARTUP)
-        )
-        (pythons if is_python and not arg.startswith("--") else fastcommons).extend(argv[i : i + taken])
+        is_python = arg[:2] in PYTHON_VALUE_OPTIONS or set(arg[1:]) <= set(PYTHON_FLAGS + SKIPS_STARTUP)
+        (pythons if is_python else fastcommons).extend(argv[i : i + taken])
         i += taken
     return fastcommons, pythons, []
 
@@ -59,18 +50,14 @@ def split_program(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
 def skips_startup(python_options: list[str]) -> bool:
     """Whether python, so started (or this one), would ignore PYTHONPATH or not run sitecustomize: -E, -I, -S."""
     values = {i + 1 for i, option in enumerate(python_options) if option in PYTHON_VALUE_OPTIONS}  # -X dev, -W error
-    flags = [o for i, o in enumerate(python_options) if i not in values and o[:2] not in PYTHON_VALUE_OPTIONS]
-    return bool(sys.flags.ignore_environment or sys.flags.no_site) or any(
-        set(SKIPS_STARTUP) & set(o[1:]) for o in flags
-    )
+    flags = "".join(o for i, o in enumerate(python_options) if i not in values and o[:2] not in PYTHON_VALUE_OPTIONS)
+    return bool(sys.flags.ignore_environment or sys.flags.no_site or set(SKIPS_STARTUP) & set(flags))
 
 
 def environment(report: bool, report_file: str | None = None, full: bool = False) -> dict[str, str]:
     """The environment a program runs in under `python -m fastcommon run`."""
-    environ = dict(os.environ)
+    environ = {name: value for name, value in os.environ.items() if name not in REPORTS}
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
-    environ.pop(_environment.REPORT, None)
-    environ.pop(_environment.REPORT_FILE, None)
     if report or report_file or full:
         environ[_environment.REPORT] = _environment.REPORT_FULL if full else "1"
     if report_file:
@@ -80,34 +67,27 @@ def environment(report: bool, report_file: str | None = None, full: bool = False
 
 def stock_environment() -> dict[str, str]:
     """The current environment without what `run` adds: a program started in it runs stock."""
-    environ = dict(os.environ)
-    fastcommons = os.path.normcase(BOOTSTRAP_DIR)
-    kept = [
-        entry for entry in environ.pop("PYTHONPATH", "").split(os.pathsep) if os.path.normcase(entry) != fastcommons
-    ]
+    environ = {name: value for name, value in os.environ.items() if name not in REPORTS}
+    bootstrap = os.path.normcase(BOOTSTRAP_DIR)
+    kept = [entry for entry in environ.pop("PYTHONPATH", "").split(os.pathsep) if os.path.normcase(entry) != bootstrap]
     if any(kept):
         environ["PYTHONPATH"] = os.pathsep.join(kept)
-    environ.pop(_environment.REPORT, None)
-    environ.pop(_environment.REPORT_FILE, None)
     return environ
 
 
 def report_file_problem(path: str) -> str | None:
-    """Why reports cannot be appended to ``path`` (a directory, a folder that is missing, no permission), or None.
-    Nothing is created: the file appears with the first process that reports."""
+    """Why reports cannot be appended to ``path``, or None; nothing is created (the first report creates it)."""
     if os.path.isdir(path):
         return "is a directory"
-    if os.path.exists(path):
-        return None if os.access(path, os.W_OK) else os.strerror(errno.EACCES)
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
+    if not os.path.exists(path) and not os.path.isdir(folder):
         return os.strerror(errno.ENOENT)
-    return None if os.access(folder, os.W_OK | os.X_OK) else os.strerror(errno.EACCES)
+    writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(folder, os.W_OK | os.X_OK)
+    return None if writable else os.strerror(errno.EACCES)
 
 
 def command(program: list[str]) -> list[str]:
-    """``python [interpreter options] <program>``: the command that runs the program with this interpreter."""
-    # The options this interpreter was started with (-O, -X, -W, ...), as multiprocessing passes them on.
+    """``python [this interpreter's options, as multiprocessing passes them on] <program>``."""
     return [sys.executable, *subprocess._args_from_interpreter_flags(), *program]  # type: ignore[attr-defined]
 
 
@@ -117,15 +97,13 @@ def launch(program: list[str], report: bool, report_file: str | None = None, ful
     environ = environment(report, report_file, full)
     if REPLACE_PROCESS:
         os.execve(sys.executable, python, environ)
-    # The program as a child, its status passed on. Ctrl+C reaches the whole console, the child
-    # included; this process only waits for it.
+    # Ctrl+C reaches the whole console, the child included; this process only waits for it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(subprocess.call(python, env=environ))
 
 
 def report_asked() -> tuple[bool, bool, str | None]:
-    """What this process was started to report (run --report, --report-full, --report-file): whether on stderr,
-    whether in full, and the file to append its JSON line to (or None)."""
+    """What this process was started to report: whether on stderr, whether in full, and the file for its JSON line."""
     full = os.environ.get(_environment.REPORT) == _environment.REPORT_FULL
     return _environment.flag(_environment.REPORT), full, os.environ.get(_environment.REPORT_FILE) or None
 
