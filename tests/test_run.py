@@ -305,6 +305,23 @@ def test_help_describes_and_gives_examples(tmp_path, command):
         assert result.stdout.startswith(f"usage: {command_line.RUN_USAGE}")
 
 
+def test_version_and_every_commands_help_describe_it(tmp_path):
+    import fastcommon
+
+    result = python("-m", "fastcommon", "--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"fastcommon {fastcommon.__version__}\n", "")
+    for command in ("check", "run", "compare"):
+        result = python("-m", "fastcommon", command, "--help", cwd=tmp_path)
+        usage, description = result.stdout.split("\n\n")[:2]
+        assert result.returncode == 0 and usage.startswith(f"usage: python -m fastcommon {command}") and description
+
+
+@pytest.mark.parametrize("value", ["error::ImportWarning", "ignore::SyntaxWarning", "default:Invalid:UserWarning"])
+def test_a_warning_filter_that_holds_an_e_i_or_s_is_not_taken_for_minus_e_i_or_s(tmp_path, value):
+    result = python("-m", "fastcommon", "run", "-W", value, "-c", "import sys; print(sys.warnoptions)", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, f"{[value]}\n"), result.stderr
+
+
 def test_a_closed_pipe_ends_the_status_quietly(tmp_path):
     reader, writer = os.pipe()
     os.close(reader)  # as `python -m fastcommon | head -1` once head has gone

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         if argv[:1] == ["compare"]:
             parsed, program = parse_program(compare_parser, argv[1:], stdin=False)
             sys.exit(_compare.compare(program, report=parsed.report, stdout=parsed.stdout))
-        if unknown := [arg for arg in argv if arg.startswith("-") and arg not in ("-h", "--help")][:1]:
+        if unknown := [arg for arg in argv if arg.startswith("-") and arg not in ("-h", "--help", "--version")][:1]:
             parser.error(f"unrecognized arguments: {unknown[0]}")  # before argparse takes what follows for a command
         status, lines = _status.check() if parser.parse_args(argv).command == "check" else (0, _status.status())
         print(*lines, sep="\n", flush=True)
