@@ -123,8 +123,7 @@ def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> l
             observed: tuple[Any, ...] = ("raised", type(exc), str(exc))
         else:
             observed = ("returned", _observable(result), result is value)
-        handed = transformer.handed if transformer is not None else None
-        outcomes.append((observed, list(recorder.records), handed))
+        outcomes.append((observed, list(recorder.records), transformer and transformer.handed))
     return outcomes
 
 

@@ -73,9 +73,7 @@ def _probed(originals: tuple[tuple[str, Any], ...], cls: Any, make: Callable[...
     return {name: together if name in culprits else None for name in by_name}
 
 
-def _outcomes(
-    originals: dict[str, Any], replaced: list[str], cls: Any, make: Callable[..., Any]
-) -> list[tuple[str, Any]]:
+def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, make: Callable[..., Any]) -> list[Any]:
     """Each scenario's outcome with grpc's ``originals`` (by name), fastcommon's in place of those ``replaced``."""
     methods = {name: original for name, original in originals.items() if BY_NAME[name].kind != STATICMETHOD}
     probe = detached(cls, object, {BY_NAME[name].attribute: original for name, original in methods.items()})
@@ -86,6 +84,7 @@ def _outcomes(
     if init_metadata is not None:
         original = staticmethod(copied(originals[init_metadata].__func__, Metadata=probe, Sequence=Sequence))
         function = make({init_metadata: original}, probe)[init_metadata] if init_metadata in replaced else original
-        scenarios = probes.init_metadata_scenarios(probe)
-        outcomes += [(label, probes.outcome(scenario, function.__func__)) for label, scenario in scenarios]
+        for label, args in probes.init_metadata_arguments(probe):
+            answer = functools.partial(probes.init_metadata_answer, args)
+            outcomes.append((f"_init_metadata({label})", probes.outcome(answer, function.__func__)))
     return outcomes

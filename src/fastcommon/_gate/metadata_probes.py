@@ -7,13 +7,10 @@ Compared are results and their types, the instances' state (their ``_metadata``)
 from __future__ import annotations
 
 import copy
-import functools
 import sys
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable
 from typing import Any
-
-Scenario = tuple[str, Callable[[Any], Any]]
 
 PAIRS = (("a", "1"), ("b", b"2"), ("a", "3"))
 Entry = namedtuple("Entry", ("key", "value"))  # as grpc's core hands metadata entries over
@@ -192,7 +189,7 @@ def _pickled(cls: Any) -> Any:
     return reduced[1][0].__name__, [seen(part) for part in reduced[2:]]
 
 
-SCENARIOS: list[Scenario] = [
+SCENARIOS: list[tuple[str, Callable[[Any], Any]]] = [
     # Making one: grpc's own way (from_tuple, _create), and users' (Metadata(*pairs)).
     ("Metadata()", lambda cls: cls()),
     ("Metadata(*pairs)", lambda cls: cls(*PAIRS)),
@@ -319,12 +316,7 @@ def init_metadata_arguments(metadata_class: Any) -> list[tuple[str, tuple[Any, A
     ]
 
 
-def _answer(args: tuple[Any, Any], init_metadata: Any) -> Any:
+def init_metadata_answer(args: tuple[Any, Any], init_metadata: Any) -> Any:
+    """What the gate compares of _init_metadata(*args): what it gave, and whether that is the metadata it was given."""
     result = init_metadata(*args)
     return [seen(result), result is args[0]]
-
-
-def init_metadata_scenarios(metadata_class: Any) -> list[Scenario]:
-    """What the gate compares of _init_metadata(metadata, compression): its answer to each of those arguments."""
-    arguments = init_metadata_arguments(metadata_class)
-    return [(f"_init_metadata({label})", functools.partial(_answer, args)) for label, args in arguments]
