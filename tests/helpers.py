@@ -61,10 +61,10 @@ from fastcommon import (  # noqa: E402
     _status,
 )
 from fastcommon._gate import copies as gate_copies  # noqa: E402,F401  (what the gate probes with)
+from fastcommon._gate import fingerprint_of as fingerprint  # noqa: E402
 from fastcommon._gate import functions as _functions  # noqa: E402
 from fastcommon._gate import metadata as gate_metadata  # noqa: E402,F401  (the gate's class and Sequence of its own)
 from fastcommon._gate import metadata_probes as probes  # noqa: E402,F401  (the gate's scenarios, shared)
-from fastcommon._gate.fingerprints import fingerprint  # noqa: E402
 
 NAMES = _registry.NAMES  # every name patch() may replace, in the registry's order
 HOMES = _registry.HOMES
@@ -201,9 +201,7 @@ def first_difference(name, grpcs, ours):
 def metadata_differences(names, originals):
     """The gate's probes of grpc.aio's Metadata methods ``names``, grpc's own being ``originals`` (by name): why each
     of fastcommon's may not replace grpc's, or None."""
-    probed = {name: originals[name] for name in names}
-    init_metadata = next((name for name in probed if _registry.BY_NAME[name].kind == _registry.STATICMETHOD), None)
-    return _gate.metadata.differences(probed, _grpc.metadata_class(), _implementation.metadata_methods, init_metadata)
+    return _gate.metadata.differences({name: originals[name] for name in names})
 
 
 def trust_metadatum_shape(monkeypatch):

@@ -1,5 +1,4 @@
-"""What the gate probes in place of grpc's objects: copies of grpc's functions and classes that share nothing with
-grpc's, so that probing them changes nothing a user or grpc can see."""
+"""What the gate probes in place of grpc's objects: copies of functions and classes, so that probing changes nothing."""
 
 from __future__ import annotations
 

@@ -12,17 +12,7 @@ import types
 import zlib
 from typing import Any
 
-
-def _lines(filename: str) -> list[str]:
-    """A file's lines, as linecache has them, else read from disk: read, never added to linecache's cache."""
-    cached = linecache.cache.get(filename)
-    if cached is not None and len(cached) == 4:  # (size, mtime, lines, fullname); a 1-tuple is a lazy entry
-        return list(cached[2])
-    try:
-        with tokenize.open(filename) as file:
-            return file.readlines()
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return []
+_OPENING = ("def ", "async def ", "class ", "@")  # what opens the next definition at a function's indentation
 
 
 @functools.lru_cache(maxsize=64)
@@ -32,32 +22,32 @@ def source(function: Any) -> str | None:
     # inspect.getsource's text at a third of its cost before CPython 3.12, and fills none of its caches.
     try:
         code = function.__code__
-        lines = _lines(code.co_filename)
+        cached = linecache.cache.get(code.co_filename)  # read, never added to linecache's cache
+        if cached is not None and len(cached) == 4:  # (size, mtime, lines, fullname); a 1-tuple is a lazy entry
+            lines = list(cached[2])
+        else:
+            with tokenize.open(code.co_filename) as file:
+                lines = file.readlines()
         first = code.co_firstlineno - 1  # its first decorator, if it has any
         indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
         header = next(i for i in range(first, len(lines)) if lines[i].lstrip().startswith(("def ", "async def ")))
-        end = next(
-            (i for i in range(header + 1, len(lines)) if lines[i].strip() and _ends_block(lines[i], indent)),
-            len(lines),
-        )
+        end = len(lines)
+        for i in range(header + 1, len(lines)):
+            if lines[i].strip() and (not lines[i].startswith(indent) or lines[i][len(indent) :].startswith(_OPENING)):
+                end = i
+                break
         node = ast.parse(textwrap.dedent("".join(lines[first:end]))).body[0]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
             return "".join(lines[first : first + node.end_lineno])
-    except (AttributeError, SyntaxError, ValueError, IndexError, StopIteration):
+    except (AttributeError, OSError, SyntaxError, ValueError, IndexError, StopIteration):
         pass
     return None  # not a Python function, or no source to read
 
 
-def _ends_block(line: str, indent: str) -> bool:
-    """Whether a non-blank line ends the definition indented by ``indent``: a line indented less, or the next one."""
-    if not line.startswith(indent):
-        return True
-    rest = line[len(indent) :]
-    return not rest[:1].isspace() and rest.startswith(("def ", "async def ", "class ", "@"))
-
-
-def fingerprint(function: Any) -> str | None:
-    """CRC-32 of a function's source and of the functions of its module that it names; None without source."""
+def fingerprint_of(function: Any) -> str | None:
+    """CRC-32 of the source of grpc's function or method, as its owner keeps it (a classmethod, say), and of the
+    functions of its module that it names; None without source."""
+    function = getattr(function, "__func__", function)
     module = sys.modules.get(getattr(function, "__module__", None) or "")
     found, pending = [], [function]
     while pending:

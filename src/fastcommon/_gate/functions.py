@@ -1,5 +1,4 @@
-"""The gate's probes of grpc._common's functions: every kind of input grpc passes or may pass, on grpc's function and
-on fastcommon's."""
+"""The gate's probes of grpc._common's functions: grpc's and fastcommon's on every kind of input grpc may pass."""
 
 from __future__ import annotations
 
@@ -16,12 +15,8 @@ class _ProbeError(Exception):
     """Raised by the probes' (de)serializer."""
 
 
-class _ProbeStr(str):
-    pass
-
-
-class _ProbeBytes(bytes):
-    pass
+_ProbeStr = type("_ProbeStr", (str,), {})
+_ProbeBytes = type("_ProbeBytes", (bytes,), {})
 
 
 class _PosingAsBytes:
@@ -90,9 +85,8 @@ class _Transformer:
 
 
 class Recorder:
-    """Stands in for grpc._common's _LOGGER while the gate probes: keeps what its probes' failures log, as (level,
-    message, exception type, exception text); anything else (a finalizer's failure in the probing thread, say) goes on
-    to grpc's logger, as it would have."""
+    """grpc._common's _LOGGER while the gate probes: keeps what its probes' failures log, as (level, message, exception
+    type, exception text); anything else (a finalizer's failure in the probing thread, say) goes on to grpc's."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []
@@ -106,16 +100,14 @@ class Recorder:
 
 
 def _probe_calls(arity: int) -> list[tuple[Any, _Transformer | None]]:
-    """The calls that probe a function of one argument (a conversion) or two (a wrapper): (value, transformer or
-    None), built fresh for each side."""
-    if arity == 1:
-        return [(value, None) for value in probe_values()]
+    """The (value, transformer) calls that probe a conversion (arity 1) or a wrapper (2), made fresh for each side."""
     calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in probe_values()]
-    calls += [(value, _Transformer(raises=False)) for value in probe_values()]
-    # The failure path depends on the input no more than the returning recorder already shows:
-    # bytes, a memoryview and a list of chunks, the three that grpc hands over, are enough.
-    values = probe_values()
-    calls += [(values[i], _Transformer(raises=True)) for i in (0, 2, 4)]
+    if arity == 2:
+        calls += [(value, _Transformer(raises=False)) for value in probe_values()]
+        # The failure path depends on the input no more than the returning recorder already shows:
+        # bytes, a memoryview and a list of chunks, the three that grpc hands over, are enough.
+        values = probe_values()
+        calls += [(values[i], _Transformer(raises=True)) for i in (0, 2, 4)]
     return calls
 
 
@@ -131,8 +123,7 @@ def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> l
             observed: tuple[Any, ...] = ("raised", type(exc), str(exc))
         else:
             observed = ("returned", _observable(result), result is value)
-        handed = transformer.handed if transformer is not None else None
-        outcomes.append((observed, list(recorder.records), handed))
+        outcomes.append((observed, list(recorder.records), transformer and transformer.handed))
     return outcomes
 
 

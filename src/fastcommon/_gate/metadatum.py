@@ -9,6 +9,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .. import _implementation
 from .._registry import CLASS, USER_AGENT, of_kind
 from .copies import detached
 
@@ -75,11 +76,10 @@ def _outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         return ("raised", type(exc), str(exc))
 
 
-def difference(cls: Any, build: Callable[[Any], Callable[..., Any]]) -> str | None:
-    """The first probe on which the entries ``build(cls)`` makes differ from those of grpc's class ``cls``, described;
-    None if none. Both are probed on a detached copy of ``cls``."""
-    probed = detached(cls, tuple)  # pickling an entry writes __slotnames__ into its class
-    build = build(probed)
+def difference(cls: Any) -> str | None:
+    """The first probe on which fastcommon's entries differ from those of grpc's class ``cls``, described; or None."""
+    probed = detached(cls, tuple)  # both probed on a copy: pickling an entry writes __slotnames__ into its class
+    build = _implementation.entry_builder(probed)
     for args, kwargs in PROBES:
         if _outcome(probed, args, kwargs) != _outcome(build, args, kwargs):
             return f"it differs on a probe: {cls.__name__}(*{args!r:.40}, **{kwargs!r})"
