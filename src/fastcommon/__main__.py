@@ -1,7 +1,5 @@
 """python -m fastcommon: the command line: the status, check, run (a program, patched) and compare (stock, patched)."""
 
-from __future__ import annotations
-
 import os
 import sys
 from argparse import SUPPRESS, ArgumentParser, Namespace, RawDescriptionHelpFormatter

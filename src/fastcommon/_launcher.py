@@ -1,8 +1,6 @@
 """`python -m fastcommon run`: the program's environment, its exec under plain python, how python takes a program,
 and the call that the bootstrap (_bootstrap/sitecustomize.py) makes in each process once it has imported grpc."""
 
-from __future__ import annotations
-
 import errno
 import os
 import signal

@@ -5,8 +5,6 @@ agrees with it on every probe (functions.py, metadata.py); the metadata entry cl
 shape and the entries agree on every probe (metadatum.py). Judging only reads: it probes copies of its own.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from .. import _grpc, _implementation

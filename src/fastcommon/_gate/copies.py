@@ -1,7 +1,5 @@
 """What the gate probes in place of grpc's objects: copies of functions and classes, so that probing changes nothing."""
 
-from __future__ import annotations
-
 import types
 from typing import Any
 

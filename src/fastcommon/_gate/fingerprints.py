@@ -1,7 +1,5 @@
 """The gate's first test: a fingerprint of the code, so that a change no probe exercises is still seen."""
 
-from __future__ import annotations
-
 import ast
 import functools
 import linecache

@@ -1,7 +1,5 @@
 """The gate's probes of grpc._common's functions: grpc's and fastcommon's on every kind of input grpc may pass."""
 
-from __future__ import annotations
-
 import logging
 import sys
 from collections.abc import Callable

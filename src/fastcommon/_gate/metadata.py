@@ -6,8 +6,6 @@ _init_metadata as a copy of grpc's naming that class Metadata. Where together th
 adds in place only beside its add), each is left out in turn: the verdict names the one that makes the difference.
 """
 
-from __future__ import annotations
-
 import collections
 import functools
 from collections.abc import Callable

@@ -4,8 +4,6 @@ Each scenario does to a class (the gate's copy of grpc's Metadata) what users, i
 Compared are results and their types, the instances' state (their ``_metadata``), exception types, texts and causes.
 """
 
-from __future__ import annotations
-
 import copy
 import sys
 from collections import OrderedDict, namedtuple
@@ -120,7 +118,7 @@ class Hashing(str):
 
     action: Callable[[], Any] | None
 
-    def __new__(cls, text: str, action: Callable[[], Any]) -> Hashing:
+    def __new__(cls, text: str, action: Callable[[], Any]) -> "Hashing":
         key = super().__new__(cls, text)
         key.action = action
         return key
@@ -137,7 +135,7 @@ class OwnIteration(tuple):  # type: ignore[type-arg]
     """A pair that iterates as it chooses: unpacking it runs Python code."""
 
     def __iter__(self) -> Any:
-        return iter(reversed(tuple.__iter__(self)))  # type: ignore[call-overload]
+        return reversed(tuple(tuple.__iter__(self)))
 
 
 def _with_hashing(make: Callable[[Hashing], Any], action: Callable[[], Any]) -> Any:

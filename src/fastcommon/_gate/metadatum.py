@@ -1,7 +1,5 @@
 """The gate's judgement of grpc's metadata entry class, cygrpc._Metadatum: its shape, then probes of what it builds."""
 
-from __future__ import annotations
-
 import collections
 import functools
 import gc
