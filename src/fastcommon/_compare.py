@@ -3,8 +3,6 @@
 Both runs load this module as a pytest plugin: a program's first pytest appends each test's outcome, as pytest counts
 it, to the file that OUTCOMES_VARIABLE names; a pytest it starts, or a pytest-xdist worker, records nothing."""
 
-from __future__ import annotations
-
 import itertools
 import json
 import os
@@ -16,12 +14,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 from . import _launcher, _report
-
-if TYPE_CHECKING:
-    import pytest
 
 OUTCOMES_VARIABLE = "FASTCOMMON_COMPARE_OUTCOMES"
 SHOWN = 50  # differing tests listed; the rest are counted
@@ -195,7 +190,7 @@ def report_lines(path: str) -> list[str]:
     return [f"fastcommon compare --report: what each patched process saved ({len(summaries):,})", blocks.rstrip("\n")]
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def pytest_configure(config: Any) -> None:  # pytest's hook: this module is its plugin in both runs
     path = os.environ.pop(OUTCOMES_VARIABLE, None)  # a pytest that this one starts records nothing
     if path and not hasattr(config, "workerinput"):  # the controller of xdist's workers sees every report
         config.pluginmanager.register(Recorder(config, path), "fastcommon-compare-recorder")
@@ -204,16 +199,16 @@ def pytest_configure(config: pytest.Config) -> None:
 class Recorder:
     """In pytest: each counted outcome appended to the file, a line in one write (processes never interleave lines)."""
 
-    def __init__(self, config: pytest.Config, path: str) -> None:
+    def __init__(self, config: Any, path: str) -> None:
         self.config = config
         self.descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def pytest_runtest_logreport(self, report: Any) -> None:
         category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
         if category:  # "" for what pytest does not count: a setup or teardown that passed
             self.record(report.nodeid, category)
 
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+    def pytest_collectreport(self, report: Any) -> None:
         if report.failed or report.skipped:  # skipped: a whole module (pytest.importorskip), as pytest counts it
             self.record(report.nodeid, "error" if report.failed else "skipped")
 

@@ -54,7 +54,7 @@ def skips_startup(python_options: list[str]) -> bool:
 
 def environment(report: bool, report_file: str | None = None, full: bool = False) -> dict[str, str]:
     """The environment a program runs in under `python -m fastcommon run`."""
-    environ = {name: value for name, value in os.environ.items() if name not in REPORTS}
+    environ = stock_environment()
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
     if report or report_file or full:
         environ[_environment.REPORT] = _environment.REPORT_FULL if full else "1"

@@ -1,15 +1,10 @@
 # cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
 """grpc.aio's Metadata methods and _init_metadata, compiled from grpc's own code, and their iterator (iterator.h).
 
-Each method is grpc's own, compiled: the same reads of self._metadata, the same lookups and calls, in the same
-order, so that whatever an argument does (a key whose hash or comparison runs code, a subclass, an instance's
-own attributes, values of any type) it meets what grpc's code does. C takes a step only where exact types make
-it the same step: an exact OrderedDict, exact str keys (they hash and compare without running Python code),
-exact lists and tuples. One rule decides the rest before anything is done: where grpc's releases would differ,
-or where fastcommon would do in place what grpc does through calls (building a Metadata), the arguments'
-exact types must show that grpc's own would do the same; if not, grpc's own method does the whole call.
-The class, its attributes and grpc's module globals (OrderedDict, Metadata, MetadataKey) are those the gate
-judged at patch(): docs/safety.md, "The contract".
+Each is grpc's method, compiled: the same reads, lookups and calls in the same order. C takes a step only where
+exact types (an exact OrderedDict, exact str keys, exact lists and tuples) make it the same step; decided up front,
+else grpc's own method does the whole call. The class and grpc's module globals are taken as the gate judged them
+at patch(): docs/safety.md, "The contract".
 """
 
 import collections
@@ -67,9 +62,8 @@ cdef inline bint _plain_ordered_dict(object mapping):
     return attributes == NULL or len(<dict>attributes) == 0
 
 
-# Three steps of grpc's code done by CPython itself, for what may be of any type: `key, value = pair` (its errors
-# changed in 3.14), [value, *current[1:]] (the list's room, the errors of a current that is not a sequence), and
-# `mapping[key] = values` in a Python frame, which the recursion limit counts where a Metadata is another's mapping.
+# Steps of grpc's code done by CPython itself, for anything: `key, value = pair` (its errors changed in 3.14),
+# [value, *current[1:]] (the list's room, its errors), and `mapping[key] = values` in a frame the recursion limit counts.
 cdef dict _helpers = {}
 exec(compile("def unpack(pair):\n    key, value = pair\n    return key, value\n\n"
              "def first_replaced(value, current):\n    return [value, *current[1:]]\n\n"
@@ -239,10 +233,9 @@ cdef class _Read:
         return metadata
 
 
-# Before 3.12 CPython counts a Python frame entered from C once, whatever C stack the calls before it took; a level
-# of a Metadata nested as another's _metadata (fastcommon's method, grpc's frame, the nested one's slot) takes about
-# twice what a level of CPython's own slots takes, and so counts twice: about as much C stack a count as CPython's
-# own recursion takes. From 3.12 on, CPython counts C calls apart, this one among them.
+# Before 3.12 CPython counts a Python frame entered from C once; a level of a Metadata nested as another's _metadata
+# (fastcommon's method, grpc's frame, the nested one's slot) takes twice a level of CPython's own C stack, so counts
+# twice. From 3.12 on, CPython counts C calls apart.
 cdef bint _COUNT_LEVELS = sys.version_info < (3, 12)
 
 
