@@ -7,8 +7,8 @@ runs once under callgrind. For every case it calls the function N and then 2N ti
 in a loop, with a marker call after each run (os.getppid: callgrind dumps its counters
 when libc's getppid is entered, a symbol every build has, stripped ones included);
 (count(2N) - count(N)) / N is the cost of one loop iteration, and the same for an empty
-loop body is subtracted. The conversions' input is the 40-byte ASCII method name
-"/grpc.testing.BenchmarkService/UnaryCall"; the metadata entry's, a user-agent header.
+loop body is subtracted. The conversions' input is the registry's METHOD_NAME (40 ASCII bytes); the metadata
+entry's, its USER_AGENT header.
 """
 
 import argparse

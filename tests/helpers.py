@@ -69,7 +69,7 @@ from fastcommon._gate import metadata_probes as probes  # noqa: E402,F401  (the 
 NAMES = _registry.NAMES  # every name patch() may replace, in the registry's order
 HOMES = _registry.HOMES
 TESTED_GRPCIO = _registry.TESTED_GRPCIO
-USER_AGENT = _registry.USER_AGENT
+USER_AGENT, METHOD_NAME = _registry.USER_AGENT, _registry.METHOD_NAME
 Recorder = _functions.Recorder  # what the gate's probes log on, in place of grpc._common's _LOGGER
 ProbeError = _functions._ProbeError  # what the probes' (de)serializer raises
 probe_values = _functions.probe_values

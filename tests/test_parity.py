@@ -4,7 +4,7 @@ import pytest
 from conftest import GRPC_ORACLE, NO_ORACLE
 from helpers import outcome
 from hypothesis import given
-from inputs import SERIALIZERS, VALUES, any_serializer, any_value, serialize_raises_keyboard_interrupt
+from inputs import METHOD, SERIALIZERS, VALUES, any_serializer, any_value, serialize_raises_keyboard_interrupt
 
 import fastcommon
 
@@ -59,7 +59,7 @@ def test_failure_is_logged_on_grpc_commons_logger_at_call_time(impl, name, monke
 
 
 def test_exact_types_take_no_detour(impl):
-    method = "/grpc.testing.BenchmarkService/UnaryCall"
+    method = METHOD
     assert impl.encode(method) == method.encode() and type(impl.encode(method)) is bytes
     assert impl.decode(method.encode()) == method and type(impl.decode(method.encode())) is str
     raw = method.encode()

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import common
+from .._registry import METHOD_NAME
 from .copies import copied
 
 
@@ -40,7 +41,7 @@ class _PosingAsBytes:
 def probe_values() -> list[Any]:
     """Every kind of input grpc's callers pass or may pass; made fresh for each side, in case one mutates them."""
     return [
-        b"/grpc.testing.BenchmarkService/UnaryCall",
+        METHOD_NAME.encode(),
         "h\xe9llo \U0001f600\x00",
         memoryview(b"zero-copy slice"),
         bytearray(b"bytearray"),
