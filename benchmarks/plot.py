@@ -99,7 +99,7 @@ def per_rpc_chart(results, directory, image_format):
     """
     plt = pyplot()
     panels = [name for name in ("instructions", "cpu") if results.get(name)]
-    figure, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 6.5), layout="constrained", squeeze=False)
+    figure, axes = plt.subplots(1, len(panels), figsize=(8.5 * len(panels), 6), layout="constrained", squeeze=False)
     for axis, panel in zip(axes[0], panels, strict=True):
         (_instructions_panel if panel == "instructions" else _cpu_panel)(axis, results)
     handles, names = [], []
@@ -107,7 +107,12 @@ def per_rpc_chart(results, directory, image_format):
         more_handles, more_names = axis.get_legend_handles_labels()
         handles, names = handles + more_handles, names + more_names
     figure.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9)
-    figure.suptitle("Per RPC and process: instructions (counted, with their range), and CPU time (with its noise)")
+    measured = {
+        ("instructions", "cpu"): "instructions (counted, with their range), and CPU time (with its noise)",
+        ("instructions",): f"instructions counted by callgrind\n{results.get('versions', '')}",
+        ("cpu",): "CPU time (with its noise)",
+    }[tuple(panels)]
+    figure.suptitle(f"Per RPC and process, stock grpc and patched: {measured}")
     return save(figure, directory, "per_rpc", image_format)
 
 
@@ -129,8 +134,8 @@ def _instructions_panel(axis, results):
     )
     axis.invert_yaxis()
     axis.set_xlim(0, axis.get_xlim()[1] * 1.5)  # room for the labels right of each bar
-    axis.set_xlabel("thousands of instructions per RPC, the whole process; saved: counted on its Python side")
-    axis.set_title("python benchmark.py --rpc-instructions: the share of the whole process")
+    axis.set_xlabel("thousands of instructions per RPC, the whole process (saved: counted on its Python side)")
+    axis.set_title("python benchmark.py --rpc-instructions")
 
 
 def _cpu_panel(axis, results):
@@ -171,6 +176,7 @@ def main(args):
                 only_one(sources, "--rpc-instructions results", path)
                 per_rpc["instructions"] = {tuple(_key(part) for part in key.split(" | ")): costs
                                            for key, costs in saved["instructions"].items()}  # fmt: skip
+                per_rpc["versions"] = saved.get("versions", "")
                 continue
             if "cpu" in saved:
                 only_one(sources, "--rpc results", path)
