@@ -54,8 +54,8 @@ class _GrpcWatcher(object):
 
 
 _WATCHER = _GrpcWatcher()
-if sys.version_info < (3, 9):
-    pass  # fastcommon needs 3.9; older Pythons (Python 2 asks finders for find_module) are left alone
+if sys.version_info < (3, 10):
+    pass  # fastcommon needs 3.10: an older Python (Python 2 asks finders for find_module) is left alone
 elif "grpc" in sys.modules:  # imported before site ran (an embedding application): adopt it now
     _adopt_grpc()
 else:
