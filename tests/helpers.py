@@ -1,8 +1,12 @@
-"""What the tests compare: everything observable about one call."""
+"""What the tests share: everything observable about one call, the one way they run a Python subprocess, and the
+one door to fastcommon's private parts."""
 
 import contextlib
 import logging
 import os
+import re
+import subprocess
+import sys
 
 GRPC_LOGGER = logging.getLogger("grpc._common")
 
@@ -42,6 +46,58 @@ def outcome(function, *args):
         else:
             observed = ("returned", type(result), result, _which_argument(result, args))
     return (*observed, records)
+
+
+# ------------------------------------------------------------------ a Python subprocess
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PROJECT_DIR = os.path.dirname(TESTS_DIR)  # the checkout: grpc_echo, benchmark.py, example.py
+# grpc's C core logs like this on stderr at times (grpcio 1.80 on exit, for one); not the program's output.
+GRPC_CORE_LOG_LINE = re.compile(r"^[EWID]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] .*\n", re.MULTILINE)
+
+
+def program_stderr(stderr):
+    """A program's stderr without the lines grpc's C core logged."""
+    return GRPC_CORE_LOG_LINE.sub("", stderr)
+
+
+def _child(args, env):
+    """The command and environment of this Python run with ``args``: this process's environment with ``env``'s
+    changes, a value of None removing the variable."""
+    environ = {**os.environ, **(env or {})}
+    return [sys.executable, *args], {name: value for name, value in environ.items() if value is not None}
+
+
+def python(*args, cwd=None, env=None, input=None, timeout=300, check_status=None, closed_stdout=False):
+    """Run this Python with ``args`` in ``cwd``, its environment this process's with ``env``'s changes (None removes
+    a variable), ``input`` on its stdin: the CompletedProcess, its output as text. With ``check_status``, it must end
+    with that status (its stderr tells why not); with ``closed_stdout``, its stdout is a pipe whose reader has gone,
+    as in ``| head -1`` once head has read its line."""
+    command, environ = _child(args, env)
+    with contextlib.ExitStack() as closing:
+        stdout = subprocess.PIPE
+        if closed_stdout:
+            reader, stdout = os.pipe()
+            os.close(reader)
+            closing.callback(os.close, stdout)
+        result = subprocess.run(command, cwd=cwd, env=environ, input=input, stdout=stdout, stderr=subprocess.PIPE,
+                                text=True, timeout=timeout)  # fmt: skip
+    if check_status is not None:
+        assert result.returncode == check_status, result.stderr[-3000:]
+    return result
+
+
+@contextlib.contextmanager
+def started(*args, cwd=None, env=None, stdin=None):
+    """This Python started with ``args`` as python() runs it, its stdout and stderr pipes (text), for the test to read
+    and signal; killed, if it still runs, as the block ends."""
+    command, environ = _child(args, env)
+    with subprocess.Popen(command, cwd=cwd, env=environ, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as process:  # fmt: skip
+        try:
+            yield process
+        finally:
+            process.kill()
 
 
 # ------------------------------------------------------------------ the suite's one door to fastcommon's internals

@@ -20,7 +20,6 @@ import helpers
 import fastcommon
 from grpc_echo import counting_calls
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 START_METHODS = [
     method for method in ("spawn", "forkserver", "fork") if method in multiprocessing.get_all_start_methods()
 ]
@@ -76,18 +75,9 @@ def program(tmp_path):
 
     def run(source, *args, fastcommon_run=True, report=False, env=None, name="app.py"):
         (tmp_path / name).write_text(SAY_PATCHED + textwrap.dedent(source))
-        environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, **(env or {})}
         launcher = ["-m", "fastcommon", "run", *(["--report"] if report else [])] if fastcommon_run else []
-        result = subprocess.run(
-            [sys.executable, *launcher, name, *args],
-            cwd=tmp_path,
-            env=environ,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert result.returncode == 0, result.stderr
-        return result
+        environ = {"PYTHONPATH": helpers.PROJECT_DIR, **(env or {})}
+        return helpers.python(*launcher, name, *args, cwd=tmp_path, env=environ, check_status=0)
 
     return run
 
@@ -103,7 +93,7 @@ def test_nothing_is_imported_before_the_program_imports_it(program, tmp_path, py
     if pythons_own:
         (tmp_path / "system").mkdir()
         (tmp_path / "system" / "sitecustomize.py").write_text("import json, sys\nsys.system_sitecustomize = 1\n")
-        env = {"PYTHONPATH": os.pathsep.join([PROJECT_DIR, str(tmp_path / "system")])}
+        env = {"PYTHONPATH": os.pathsep.join([helpers.PROJECT_DIR, str(tmp_path / "system")])}
     source = """
         import json, sys
         assert "grpc" not in sys.modules and "fastcommon" not in sys.modules
@@ -258,7 +248,7 @@ def test_the_programs_own_sitecustomize_still_runs(program, tmp_path):
                           "module": sys.modules["sitecustomize"].__file__}))
         print(say_patched("main"))
     """,
-        env={"PYTHONPATH": os.pathsep.join([str(own), PROJECT_DIR])},
+        env={"PYTHONPATH": os.pathsep.join([str(own), helpers.PROJECT_DIR])},
     )
     ran, said = lines_of(result)
     assert ran == {"ran": str(own / "sitecustomize.py"), "module": str(own / "sitecustomize.py")}
@@ -270,7 +260,7 @@ def test_a_failing_sitecustomize_of_the_program_fails_as_without_fastcommon(prog
     own = tmp_path / "own"
     own.mkdir()
     (own / "sitecustomize.py").write_text("import no_such_module_anywhere\n")
-    env = {"PYTHONPATH": os.pathsep.join([str(own), PROJECT_DIR])}
+    env = {"PYTHONPATH": os.pathsep.join([str(own), helpers.PROJECT_DIR])}
     plain = program("print('ran')", fastcommon_run=False, env=env)
     adopted = program("print('ran')", env=env)
     assert adopted.stdout == plain.stdout == "ran\n"
@@ -398,14 +388,8 @@ def test_a_failure_to_patch_warns_and_leaves_the_program_running(monkeypatch):
 
 def test_the_documented_service_runs_and_each_process_reports(tmp_path):
     # README and docs/adoption.md: python -m fastcommon run --report -m grpc_echo.service 2000 (here 5 RPCs)
-    result = subprocess.run(
-        [sys.executable, "-m", "fastcommon", "run", "--report", "-m", "grpc_echo.service", "5"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": PROJECT_DIR},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    result = helpers.python("-m", "fastcommon", "run", "--report", "-m", "grpc_echo.service", "5", cwd=tmp_path,
+                            env={"PYTHONPATH": helpers.PROJECT_DIR})  # fmt: skip
     assert (result.returncode, result.stdout) == (0, "5 RPCs made; the server exited with 0\n"), result.stderr
     server, client = reports(result.stderr).values()  # the server's block first: it exits first
     headers = 10 + 1  # the service's request headers, and the user-agent

@@ -3,13 +3,10 @@
 import os
 import re
 import shlex
-import subprocess
-import sys
 import textwrap
 
 import pytest
 from conftest import NEEDS_GRPCIO
-from test_run import python
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -69,8 +66,8 @@ def write(folder, name, source):
 
 
 def compare(*args, cwd, env=None, **kwargs):
-    environ = {**(env or os.environ), "TMPDIR": str(cwd / "tmp")}
-    return python("-m", "fastcommon", "compare", *args, cwd=cwd, env=environ, **kwargs)
+    environ = {**(env or {}), "TMPDIR": str(cwd / "tmp")}
+    return helpers.python("-m", "fastcommon", "compare", *args, cwd=cwd, env=environ, **kwargs)
 
 
 def kept(result):
@@ -99,7 +96,7 @@ def test_the_same_suite_is_one_line_counted_as_pytest_counts_it_and_nothing_is_k
     write(folder, "test_planted.py", PLANTED)
     same = ["-k", "not encode"]
     result = compare(*PYTEST, "test_planted.py", *same, cwd=folder)
-    plain = python(*PYTEST, "test_planted.py", *same, cwd=folder)
+    plain = helpers.python(*PYTEST, "test_planted.py", *same, cwd=folder)
     counts = re.search(r"^(\d.*) in [\d.]+s$", plain.stdout, re.MULTILINE).group(1)
     assert counts == "3 passed, 1 skipped, 1 deselected, 1 xfailed, 1 error"  # the teardown error, counted apart
     assert (result.returncode, result.stdout) == (
@@ -251,25 +248,13 @@ def test_bad_usage_exits_2_with_one_line(folder, args, message):
 
 
 def test_help_describes_and_gives_examples(folder):
-    result = python("-m", "fastcommon", "compare", "--help", cwd=folder)
+    result = helpers.python("-m", "fastcommon", "compare", "--help", cwd=folder)
     assert result.returncode == 0 and result.stdout.startswith(f"usage: {command_line.COMPARE_USAGE}")
     assert "\nexamples:\n  python -m fastcommon compare -m pytest -q tests\n" in result.stdout
-    listed = python("-m", "fastcommon", "--help", cwd=folder).stdout
+    listed = helpers.python("-m", "fastcommon", "--help", cwd=folder).stdout
     assert re.search(r"^    compare +run a program stock, then patched", listed, re.MULTILINE)
 
 
 def test_a_closed_pipe_ends_quietly(folder):
-    reader, writer = os.pipe()
-    os.close(reader)
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "fastcommon", "compare", "-c", "pass"],
-            cwd=folder,
-            stdout=writer,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        os.close(writer)
+    result = helpers.python("-m", "fastcommon", "compare", "-c", "pass", cwd=folder, closed_stdout=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr and "Error" not in result.stderr

@@ -1,7 +1,6 @@
 """fastcommon.patch() and its gate: what it replaces, function by function, what it leaves to grpc, and undo."""
 
 import logging
-import subprocess
 import sys
 import threading
 import warnings
@@ -502,7 +501,7 @@ def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch):
 
 
 def test_check_passes_on_stock_grpc_with_the_compiled_module():
-    result = subprocess.run([sys.executable, "-m", "fastcommon", "check"], capture_output=True, text=True, timeout=60)
+    result = helpers.python("-m", "fastcommon", "check")
     if fastcommon.IMPLEMENTATION == "python":
         assert result.returncode == 1
         assert result.stdout.startswith("fastcommon check: fastcommon runs pure Python, which buys nothing: ")

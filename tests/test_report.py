@@ -6,7 +6,6 @@ import ctypes
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
@@ -14,7 +13,6 @@ import threading
 import pytest
 from conftest import NEEDS_GRPCIO
 from test_adoption import REPORT_BLOCK, reports
-from test_run import GRPC_CORE_LOG_LINE
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -23,7 +21,7 @@ import helpers
 import fastcommon
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals; on Windows the program runs as a child")
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ECHO = {"PYTHONPATH": helpers.PROJECT_DIR}  # where a program finds grpc_echo
 
 # A gRPC server, as a service runs one: it prints its port, its pid and whether SIGTERM is at its default, then
 # waits until a signal ends it. With "own", it has a SIGTERM handler of its own that exits with status 7; with
@@ -56,25 +54,22 @@ def serve_then_signal(tmp_path, stubs, mode, launcher, signum=signal.SIGTERM, en
     """Run SERVER, make one RPC to it, send ``signum`` to the process serving; its status, stdout and stderr."""
     pb2, pb2_grpc = stubs
     (tmp_path / "server.py").write_text(SERVER)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, **(env or {})}
-    command = [sys.executable, *launcher, "server.py", mode, os.path.dirname(pb2.__file__)]
-    process = subprocess.Popen(command, cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
-    serving = None
-    try:
-        first = process.stdout.readline()
-        port, serving, _ = first.split()
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            assert pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="x"), timeout=30).text == "x"
-        os.kill(int(serving), signum)
-        stdout, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
-        if serving is not None and int(serving) != process.pid:  # a child server outlives a failed test otherwise
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(serving), signal.SIGKILL)
+    command = [*launcher, "server.py", mode, os.path.dirname(pb2.__file__)]
+    with helpers.started(*command, cwd=tmp_path, env={**ECHO, **(env or {})}) as process:
+        serving = None
+        try:
+            first = process.stdout.readline()
+            port, serving, _ = first.split()
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                assert pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="x"), timeout=30).text == "x"
+            os.kill(int(serving), signum)
+            stdout, stderr = process.communicate(timeout=120)
+        finally:
+            if serving is not None and int(serving) != process.pid:  # a child server outlives a failed test otherwise
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(serving), signal.SIGKILL)
     default = first.split()[2] == "True"  # SIGTERM at its default, as the serving program saw it
-    return process.returncode, stdout, GRPC_CORE_LOG_LINE.sub("", stderr), default
+    return process.returncode, stdout, helpers.program_stderr(stderr), default
 
 
 REPORT_RUN = ["-m", "fastcommon", "run", "--report"]
@@ -152,13 +147,9 @@ NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="se
 @pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
 def test_sigterm_taken_by_another_thread_ends_the_process_as_at_its_default(tmp_path, launcher, where):
     (tmp_path / "app.py").write_text(OTHER_THREAD_TAKES_SIGTERM)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, "PYTHONWARNINGS": "ignore::DeprecationWarning"}  # 3.12+
-    process = subprocess.Popen([sys.executable, *launcher, "app.py", where], cwd=tmp_path, env=environ, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    try:
+    environ = {**ECHO, "PYTHONWARNINGS": "ignore::DeprecationWarning"}  # 3.12+
+    with helpers.started(*launcher, "app.py", where, cwd=tmp_path, env=environ) as process:
         stdout, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
     ended = {"process": (-signal.SIGTERM, ""), "main": (0, "child -15\n"), "thread": (0, "child -15\n")}
     assert (process.returncode, stdout) == ended[where]
     blocks = list(REPORT_BLOCK.finditer(stderr))
@@ -203,10 +194,7 @@ RELAY_ALONE = textwrap.dedent("""
 @NEEDS_RELAY
 def test_the_relay_wakes_the_main_thread_once_and_leaves_with_cpythons_handler(tmp_path):
     (tmp_path / "relay.py").write_text(RELAY_ALONE)
-    tests_dir = os.path.dirname(os.path.abspath(__file__))
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    result = subprocess.run([sys.executable, "relay.py", tests_dir], cwd=tmp_path, env=environ, capture_output=True,
-                            text=True, timeout=120)  # fmt: skip
+    result = helpers.python("relay.py", helpers.TESTS_DIR, cwd=tmp_path, env=ECHO)
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == "True [] ['MainThread'] ['MainThread', 'MainThread'] False\n"
 
@@ -236,15 +224,10 @@ TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine) if hasattr(os, 
 @pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
 def test_sigterm_taken_by_a_c_thread_ends_a_busy_main_thread(tmp_path, launcher):
     (tmp_path / "app.py").write_text(BUSY_MAIN_THREAD)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    with subprocess.Popen([sys.executable, *launcher, "app.py"], cwd=tmp_path, env=environ, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:  # fmt: skip
-        try:
-            thread = int(process.stdout.readline())
-            assert ctypes.CDLL(None, use_errno=True).syscall(TGKILL, process.pid, thread, signal.SIGTERM) == 0
-            stderr = process.communicate(timeout=60)[1]
-        finally:
-            process.kill()
+    with helpers.started(*launcher, "app.py", cwd=tmp_path, env=ECHO) as process:
+        thread = int(process.stdout.readline())
+        assert ctypes.CDLL(None, use_errno=True).syscall(TGKILL, process.pid, thread, signal.SIGTERM) == 0
+        stderr = process.communicate(timeout=60)[1]
     assert process.returncode == -signal.SIGTERM
     assert [bool(block["ended"]) for block in REPORT_BLOCK.finditer(stderr)] == [True] * bool(launcher)
 
@@ -266,9 +249,8 @@ FAULTHANDLER_IN_FRONT = (
 @pytest.mark.parametrize("launcher", [[], REPORT_RUN], ids=["plain", "report"])
 def test_a_relay_behind_a_handler_chained_in_front_of_it_follows_a_fork(tmp_path, launcher):
     (tmp_path / "app.py").write_text(FAULTHANDLER_IN_FRONT)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
-    result = subprocess.run([sys.executable, *launcher, "app.py", "main"], cwd=tmp_path, env=environ,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    environ = {**ECHO, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    result = helpers.python(*launcher, "app.py", "main", cwd=tmp_path, env=environ)
     assert (result.returncode, result.stdout) == (0, "child -15\n")  # not SIGSEGV, not a child left waiting
 
 
@@ -276,9 +258,7 @@ def test_a_relay_behind_a_handler_chained_in_front_of_it_follows_a_fork(tmp_path
 def test_a_compiled_install_without_the_relay_says_so_under_report(tmp_path):
     # As a build in which _sigterm failed and fast_common did not: the report warns once, where it sets its handler.
     (tmp_path / "app.py").write_text("import sys\nsys.modules['fastcommon._sigterm'] = None\nimport grpc\n")
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    result = subprocess.run([sys.executable, *REPORT_RUN, "app.py"], cwd=tmp_path, env=environ, capture_output=True,
-                            text=True, timeout=120)  # fmt: skip
+    result = helpers.python(*REPORT_RUN, "app.py", cwd=tmp_path, env=ECHO)
     assert result.returncode == 0 and result.stderr.count("SIGTERM relay (fastcommon._sigterm) did not load") == 1
 
 
@@ -293,10 +273,7 @@ def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_p
     (tmp_path / "app.py").write_text(WAITS)
     fifo = tmp_path / "reports.fifo"
     os.mkfifo(fifo)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    command = [sys.executable, *REPORT_RUN, "--report-file", str(fifo), "app.py"]
-    with subprocess.Popen(command, cwd=tmp_path, env=environ, text=True, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE) as process:  # fmt: skip
+    with helpers.started(*REPORT_RUN, "--report-file", str(fifo), "app.py", cwd=tmp_path, env=ECHO) as process:
         deadline = threading.Timer(120, process.kill)  # a process that never reports ends the reading below
         deadline.start()
         try:
@@ -315,22 +292,16 @@ def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_p
             assert process.wait(timeout=120) == -signal.SIGTERM
         finally:
             deadline.cancel()
-            process.kill()
 
 
 def test_a_report_that_cannot_be_written_still_ends_the_process_by_sigterm(tmp_path):
     # Nobody reads the program's stderr any more: the report's block raises BrokenPipeError in the handler.
     (tmp_path / "app.py").write_text(WAITS)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    with subprocess.Popen([sys.executable, *REPORT_RUN, "app.py"], cwd=tmp_path, env=environ, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:  # fmt: skip
-        try:
-            assert process.stdout.readline() == "waiting\n"
-            process.stderr.close()
-            os.kill(process.pid, signal.SIGTERM)
-            assert process.wait(timeout=120) == -signal.SIGTERM
-        finally:
-            process.kill()
+    with helpers.started(*REPORT_RUN, "app.py", cwd=tmp_path, env=ECHO) as process:
+        assert process.stdout.readline() == "waiting\n"
+        process.stderr.close()
+        os.kill(process.pid, signal.SIGTERM)
+        assert process.wait(timeout=120) == -signal.SIGTERM
 
 
 @contextlib.contextmanager
@@ -387,10 +358,8 @@ def test_a_multiprocessing_worker_terminated_reports_first(tmp_path):
             print(worker.pid, worker.exitcode)
     """)
     (tmp_path / "app.py").write_text(program)
-    environ = {**os.environ, "PYTHONPATH": PROJECT_DIR}
-    run = [sys.executable, "-m", "fastcommon", "run", "--report", "app.py"]
-    result = subprocess.run(run, cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300)
-    plain = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=environ, capture_output=True, text=True)
+    result = helpers.python(*REPORT_RUN, "app.py", cwd=tmp_path, env=ECHO)
+    plain = helpers.python("app.py", cwd=tmp_path, env=ECHO)
     pid, exitcode = result.stdout.split()
     assert (result.returncode, exitcode) == (plain.returncode, plain.stdout.split()[1]) == (0, str(-signal.SIGTERM))
     assert reports(result.stderr)[int(pid)]["decode"] == 1
@@ -399,10 +368,8 @@ def test_a_multiprocessing_worker_terminated_reports_first(tmp_path):
 def test_report_file_gets_one_json_line_per_process_with_what_it_did(tmp_path):
     # docs/adoption.md: python -m fastcommon run --report-file reports.jsonl -m grpc_echo.service 5
     path = tmp_path / "reports.jsonl"
-    result = subprocess.run(
-        [sys.executable, "-m", "fastcommon", "run", "--report-file", "reports.jsonl", "-m", "grpc_echo.service", "5"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": PROJECT_DIR}, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    result = helpers.python("-m", "fastcommon", "run", "--report-file", "reports.jsonl", "-m", "grpc_echo.service", "5",
+                            cwd=tmp_path, env=ECHO)  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = path.read_text().splitlines()
     records = [json.loads(line) for line in lines]
@@ -420,12 +387,11 @@ def test_report_file_gets_one_json_line_per_process_with_what_it_did(tmp_path):
 def test_processes_ending_at_once_each_append_a_whole_line(tmp_path):
     path = tmp_path / "reports.jsonl"
     program = "from grpc import _common\nfor _ in range(100):\n    _common.encode('x' * 1000)\n"
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([helpers.BOOTSTRAP_DIR, PROJECT_DIR])}
-    environ[helpers.REPORT_FILE_VARIABLE] = str(path)  # the variable alone: a process started another way
-    environ.pop(helpers.REPORT_VARIABLE, None)
-    processes = [subprocess.Popen([sys.executable, "-c", program], env=environ, stderr=subprocess.PIPE, text=True)
-                 for _ in range(8)]  # fmt: skip
-    stderrs = [process.communicate(timeout=300)[1] for process in processes]
+    environ = {"PYTHONPATH": os.pathsep.join([helpers.BOOTSTRAP_DIR, helpers.PROJECT_DIR])}
+    environ |= {helpers.REPORT_FILE_VARIABLE: str(path), helpers.REPORT_VARIABLE: None}  # a process started another way
+    with contextlib.ExitStack() as running:
+        processes = [running.enter_context(helpers.started("-c", program, env=environ)) for _ in range(8)]
+        stderrs = [process.communicate(timeout=300)[1] for process in processes]
     assert [process.returncode for process in processes] == [0] * 8
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(record["pid"] for record in records) == sorted(process.pid for process in processes)
@@ -441,10 +407,7 @@ def test_a_report_file_that_cannot_be_written_is_refused_before_the_program_star
         if os.geteuid() == 0:
             pytest.skip("root may write anywhere")
         (tmp_path / "locked").mkdir(mode=0o500)
-    result = subprocess.run(
-        [sys.executable, "-m", "fastcommon", "run", "--report-file", str(target), "-c", "print('ran')"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = helpers.python("-m", "fastcommon", "run", "--report-file", str(target), "-c", "print('ran')", cwd=tmp_path)
     usage, error = result.stderr.splitlines()
     assert (result.returncode, result.stdout) == (2, "")  # the program never ran
     assert usage.startswith("usage: python -m fastcommon run ") and error.startswith(
@@ -454,8 +417,6 @@ def test_a_report_file_that_cannot_be_written_is_refused_before_the_program_star
 
 def test_no_report_file_appears_when_no_process_reports(tmp_path):
     target = tmp_path / "reports.jsonl"
-    result = subprocess.run(
-        [sys.executable, "-m", "fastcommon", "run", "--report-file", str(target), "-c", "print('no grpc here')"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = helpers.python("-m", "fastcommon", "run", "--report-file", str(target), "-c", "print('no grpc here')",
+                            cwd=tmp_path)  # fmt: skip
     assert (result.returncode, result.stdout) == (0, "no grpc here\n") and not target.exists()

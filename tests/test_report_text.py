@@ -4,12 +4,10 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 from conftest import NEEDS_GRPCIO
-from test_adoption import PROJECT_DIR, REPORT_BLOCK, WIDTH, reports
+from test_adoption import REPORT_BLOCK, WIDTH, reports
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -123,11 +121,8 @@ def test_the_report_variable_says_how_much(monkeypatch, value, asked):
 
 def test_report_full_prints_every_name_and_the_file_every_count(tmp_path):
     program = "from grpc import _common\n_common.decode(b'x')\n"
-    result = subprocess.run(
-        [sys.executable, "-m", "fastcommon", "run", "--report-full", "--report-file", "r.jsonl", "-c", program],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": PROJECT_DIR}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    result = helpers.python("-m", "fastcommon", "run", "--report-full", "--report-file", "r.jsonl", "-c", program,
+                            cwd=tmp_path, check_status=0)  # fmt: skip
     [record] = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert record["calls"] == dict.fromkeys(record["patched"], 0) | {"decode": 1}  # the zeros too
     lines = result.stderr[result.stderr.index("fastcommon --report, process ") :].splitlines()

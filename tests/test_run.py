@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -13,10 +12,9 @@ from conftest import NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
-from fastcommon import __main__ as command_line
+import helpers
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-PROJECT_DIR = os.path.dirname(TESTS_DIR)  # where the shared grpc_echo package is
+from fastcommon import __main__ as command_line
 
 REPORTER = textwrap.dedent("""
     import json, sys
@@ -29,20 +27,8 @@ REPORTER = textwrap.dedent("""
 """)
 
 
-# grpc's C core logs like this on stderr at times (grpcio 1.80 on exit, for one); not the program's output.
-GRPC_CORE_LOG_LINE = re.compile(r"^[EWID]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] .*\n", re.MULTILINE)
-
-
-def program_stderr(result):
-    return GRPC_CORE_LOG_LINE.sub("", result.stderr)
-
-
-def python(*args, cwd, **kwargs):
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=120, **kwargs)
-
-
 def fastcommon_run(*args, cwd, **kwargs):
-    return python("-m", "fastcommon", "run", *args, cwd=cwd, **kwargs)
+    return helpers.python("-m", "fastcommon", "run", *args, cwd=cwd, **kwargs)
 
 
 @pytest.fixture
@@ -63,7 +49,7 @@ def test_program_runs_patched_with_plain_pythons_argv_and_main(script, tmp_path,
     path = script(REPORTER, name="pkg/tool.py" if as_module else "app.py")
     target = ["-m", "pkg.tool"] if as_module else ["app.py"]
     run = fastcommon_run(*target, "a", "--flag", "-m", cwd=tmp_path)
-    plain = python(*target, "a", "--flag", "-m", cwd=tmp_path)
+    plain = helpers.python(*target, "a", "--flag", "-m", cwd=tmp_path)
     assert run.returncode == plain.returncode == 0, run.stderr
     ran, expected = json.loads(run.stdout), json.loads(plain.stdout)
     assert ran.pop("patched") is True and expected.pop("patched") is False
@@ -73,7 +59,7 @@ def test_program_runs_patched_with_plain_pythons_argv_and_main(script, tmp_path,
 
 def test_exit_code_is_the_programs(script, tmp_path):
     script("import sys\nsys.exit(7)\n")
-    assert fastcommon_run("app.py", cwd=tmp_path).returncode == python("app.py", cwd=tmp_path).returncode == 7
+    assert fastcommon_run("app.py", cwd=tmp_path).returncode == helpers.python("app.py", cwd=tmp_path).returncode == 7
 
 
 @pytest.mark.parametrize("as_module", [False, True], ids=["script", "module"])
@@ -87,8 +73,8 @@ def test_uncaught_exception_reads_as_with_plain_python(script, tmp_path, error, 
     """)
     target = ["-m", "app"] if as_module else ["app.py"]
     run = fastcommon_run(*target, cwd=tmp_path)
-    plain = python(*target, cwd=tmp_path)
-    assert program_stderr(run) == program_stderr(plain) and "Traceback" in plain.stderr
+    plain = helpers.python(*target, cwd=tmp_path)
+    assert helpers.program_stderr(run.stderr) == helpers.program_stderr(plain.stderr) and "Traceback" in plain.stderr
     assert run.returncode == plain.returncode
     if sys.platform != "win32":  # Windows reports an uncaught KeyboardInterrupt as STATUS_CONTROL_C_EXIT
         assert plain.returncode == (1 if error.startswith("ValueError") else -signal.SIGINT)
@@ -101,7 +87,7 @@ def test_custom_excepthook_is_honoured(script, tmp_path):
         raise RuntimeError
     """)
     run = fastcommon_run("app.py", cwd=tmp_path)
-    assert (run.returncode, program_stderr(run)) == (1, "hooked RuntimeError\n")
+    assert (run.returncode, helpers.program_stderr(run.stderr)) == (1, "hooked RuntimeError\n")
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals; on Windows the program runs as a child")
@@ -120,16 +106,11 @@ def test_signals_end_the_program_as_with_plain_python(script, tmp_path, signum):
     """)
     results = []
     for command in (["-m", "fastcommon", "run", "app.py"], ["app.py"]):
-        process = subprocess.Popen(
-            [sys.executable, *command], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        try:
+        with helpers.started(*command, cwd=tmp_path) as process:
             assert process.stdout.readline() == "ready\n"
             process.send_signal(signum)
             _, stderr = process.communicate(timeout=60)
-        finally:
-            process.kill()
-        results.append((process.returncode, GRPC_CORE_LOG_LINE.sub("", stderr).splitlines()[-1:]))
+        results.append((process.returncode, helpers.program_stderr(stderr).splitlines()[-1:]))
     assert results[0] == results[1]
     assert results[0][0] == -signum
 
@@ -153,7 +134,7 @@ def test_bad_usage_exits_2_with_a_short_message(tmp_path, args, message):
 
 
 def test_an_unknown_option_before_the_command_is_named(tmp_path):
-    result = python("-m", "fastcommon", "--bogus", "app.py", cwd=tmp_path)
+    result = helpers.python("-m", "fastcommon", "--bogus", "app.py", cwd=tmp_path)
     usage, error = result.stderr.splitlines()
     assert (result.returncode, usage.split()[:4]) == (2, ["usage:", "python", "-m", "fastcommon"])
     assert error == "python -m fastcommon: error: unrecognized arguments: --bogus"
@@ -169,7 +150,7 @@ FLAGS = "import sys; print(sys.flags.dev_mode, sys.flags.optimize, sys.flags.don
 )  # fmt: skip
 def test_pythons_own_options_after_run_reach_the_program_as_python_takes_them(tmp_path, options):
     run = fastcommon_run(*options, "-c", FLAGS, cwd=tmp_path)
-    plain = python(*options, "-c", FLAGS, cwd=tmp_path)
+    plain = helpers.python(*options, "-c", FLAGS, cwd=tmp_path)
     assert (run.returncode, run.stdout) == (plain.returncode, plain.stdout) and run.returncode == 0, run.stderr
 
 
@@ -204,12 +185,14 @@ def test_a_pure_python_install_warns_once_in_each_process_that_imports_grpc_and_
     for compiled in package.glob("fast_common.*"):
         if compiled.suffix in (".so", ".pyd"):
             compiled.unlink()  # as a failed build leaves it
-    environ = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    environ.pop("FASTCOMMON_PURE_PYTHON", None)
+    environ = {"PYTHONPATH": str(tmp_path), "FASTCOMMON_PURE_PYTHON": None}
     for program, expected in (("import grpc, fastcommon; print(fastcommon.is_patched())", 1), ("print(False)", 0)):
-        result = python("-W", "always", "-m", "fastcommon", "run", "-c", program, cwd=tmp_path, env=environ)
+        result = helpers.python("-W", "always", "-m", "fastcommon", "run", "-c", program, cwd=tmp_path, env=environ)
         assert result.returncode == 0, result.stderr
-        assert program_stderr(result).count(": FastcommonWarning: fastcommon is running pure Python") == expected
+        assert (
+            helpers.program_stderr(result.stderr).count(": FastcommonWarning: fastcommon is running pure Python")
+            == expected
+        )
 
 
 PROGRAMS = {  # what python takes as a program, and what it refuses in its own words: (arguments, stdin)
@@ -232,9 +215,13 @@ def test_the_program_is_what_python_takes_and_its_refusals_are_pythons(tmp_path,
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     args, stdin = PROGRAMS[program]
-    run = python(*launch, "run", *args, cwd=tmp_path, input=stdin)
-    plain = python(*args, cwd=tmp_path, input=stdin)
-    assert (run.returncode, run.stdout, program_stderr(run)) == (plain.returncode, plain.stdout, program_stderr(plain))
+    run = helpers.python(*launch, "run", *args, cwd=tmp_path, input=stdin)
+    plain = helpers.python(*args, cwd=tmp_path, input=stdin)
+    assert (run.returncode, run.stdout, helpers.program_stderr(run.stderr)) == (
+        plain.returncode,
+        plain.stdout,
+        helpers.program_stderr(plain.stderr),
+    )
     assert plain.stdout or plain.stderr, "python ran it, or refused it"
 
 
@@ -277,8 +264,8 @@ def test_everything_after_the_program_reaches_it_verbatim(tmp_path, launch, shap
     (tmp_path / "app.py").write_text(program)
     (tmp_path / "pkg" / "app.py").write_text(program)
     args = SHAPES[shape]
-    run = python(*launch, "run", *before, *target, *args, cwd=tmp_path)
-    plain = python(*target, *args, cwd=tmp_path)
+    run = helpers.python(*launch, "run", *before, *target, *args, cwd=tmp_path)
+    plain = helpers.python(*target, *args, cwd=tmp_path)
     assert (run.returncode, run.stdout) == (plain.returncode, plain.stdout) == (5, ARGV(args) + "\n"), run.stderr
 
 
@@ -291,13 +278,13 @@ def test_the_documented_example_runs_a_module_with_its_options(tmp_path, launch)
         "parser = argparse.ArgumentParser()\nparser.add_argument('--port', type=int)\n"
         "print(parser.parse_args().port, fastcommon.is_patched('decode'))\n"
     )
-    result = python(*launch, "run", "-m", "mycompany.server", "--port", "50051", cwd=tmp_path)
+    result = helpers.python(*launch, "run", "-m", "mycompany.server", "--port", "50051", cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, "50051 True\n"), result.stderr
 
 
 @pytest.mark.parametrize("command", [[], ["run"]], ids=["command", "run"])
 def test_help_describes_and_gives_examples(tmp_path, command):
-    result = python("-m", "fastcommon", *command, "--help", cwd=tmp_path)
+    result = helpers.python("-m", "fastcommon", *command, "--help", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
     assert "``" not in result.stdout and "\nexamples:\n" in result.stdout
     assert "  python -m fastcommon run -m mycompany.server --port 50051\n" in result.stdout
@@ -308,46 +295,35 @@ def test_help_describes_and_gives_examples(tmp_path, command):
 def test_version_and_every_commands_help_describe_it(tmp_path):
     import fastcommon
 
-    result = python("-m", "fastcommon", "--version", cwd=tmp_path)
+    result = helpers.python("-m", "fastcommon", "--version", cwd=tmp_path)
     assert (result.returncode, result.stdout, result.stderr) == (0, f"fastcommon {fastcommon.__version__}\n", "")
     for command in ("check", "run", "compare"):
-        result = python("-m", "fastcommon", command, "--help", cwd=tmp_path)
+        result = helpers.python("-m", "fastcommon", command, "--help", cwd=tmp_path)
         usage, description = result.stdout.split("\n\n")[:2]
         assert result.returncode == 0 and usage.startswith(f"usage: python -m fastcommon {command}") and description
 
 
 @pytest.mark.parametrize("value", ["error::ImportWarning", "ignore::SyntaxWarning", "default:Invalid:UserWarning"])
 def test_a_warning_filter_that_holds_an_e_i_or_s_is_not_taken_for_minus_e_i_or_s(tmp_path, value):
-    result = python("-m", "fastcommon", "run", "-W", value, "-c", "import sys; print(sys.warnoptions)", cwd=tmp_path)
+    result = helpers.python(
+        "-m", "fastcommon", "run", "-W", value, "-c", "import sys; print(sys.warnoptions)", cwd=tmp_path
+    )
     assert (result.returncode, result.stdout) == (0, f"{[value]}\n"), result.stderr
 
 
 def test_a_closed_pipe_ends_the_status_quietly(tmp_path):
-    reader, writer = os.pipe()
-    os.close(reader)  # as `python -m fastcommon | head -1` once head has gone
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "fastcommon"], stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60
-        )
-    finally:
-        os.close(writer)
+    result = helpers.python("-m", "fastcommon", closed_stdout=True)
     assert (result.returncode, result.stderr) == (1, "")
 
 
 def test_a_grpc_server_program_serves_patched(stubs, tmp_path):
     pb2, pb2_grpc = stubs
     stub_dir = os.path.dirname(pb2.__file__)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([PROJECT_DIR, os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fastcommon", "run", os.path.join(TESTS_DIR, "served_app.py"), stub_dir],
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    env = {"PYTHONPATH": os.pathsep.join([helpers.PROJECT_DIR, os.environ.get("PYTHONPATH", "")])}
+    served = os.path.join(helpers.TESTS_DIR, "served_app.py")
+    with helpers.started(
+        "-m", "fastcommon", "run", served, stub_dir, cwd=tmp_path, env=env, stdin=subprocess.PIPE
+    ) as process:
         port = process.stdout.readline().strip()
         assert port.isdigit(), process.stderr.read() if process.poll() is not None else port
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -355,7 +331,3 @@ def test_a_grpc_server_program_serves_patched(stubs, tmp_path):
             assert stub.Unary(pb2.Echo(text="hi")).text == f"patched=True argv=[{stub_dir!r}] name=__main__"
         _, stderr = process.communicate(timeout=60)  # closes stdin: the program stops serving and exits
         assert process.returncode == 3, stderr
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()

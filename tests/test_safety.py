@@ -4,18 +4,17 @@ import gc
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
 import tracemalloc
 from itertools import repeat
 
+import helpers
 import pytest
 from conftest import NEEDS_GRPCIO, load_implementation
 from inputs import METHOD, SENTINEL, serialize_raises_exception, serialize_to_sentinel
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 MILLION = 1_000_000
 RAW = METHOD.encode()
 NOT_BYTES = ["not bytes"]
@@ -79,10 +78,8 @@ def measured(impl):
         f"import importlib, json, test_safety; "
         f"print(json.dumps(test_safety.measure_everything(importlib.import_module({impl.__name__!r}))))"
     )
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, os.path.dirname(TESTS_DIR)])}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=600)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    environ = {"PYTHONPATH": os.pathsep.join([helpers.TESTS_DIR, helpers.PROJECT_DIR])}
+    return json.loads(helpers.python("-c", code, env=environ, timeout=600, check_status=0).stdout)
 
 
 def refcounts_and_rss_growth(impl, index):
@@ -290,10 +287,6 @@ def test_the_interpreters_total_reference_count_stays_flat():
         pytest.skip("needs a debug CPython (Py_DEBUG), as .ci/hardening debug runs the suite")
     load_implementation("fast_common")
     pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
-    environ = {**os.environ, "PYTHONPATH": TESTS_DIR}
-    result = subprocess.run(
-        [sys.executable, "-c", REFCOUNT_PROBE], capture_output=True, text=True, env=environ, timeout=600
-    )
-    assert result.returncode == 0, result.stderr
+    result = helpers.python("-c", REFCOUNT_PROBE, env={"PYTHONPATH": helpers.TESTS_DIR}, timeout=600, check_status=0)
     deltas = json.loads(result.stdout)
     assert len(deltas) == 19 and all(abs(delta) < 100 for delta in deltas.values()), deltas
