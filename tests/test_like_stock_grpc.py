@@ -8,10 +8,8 @@ results, which user code ran and how often, the state left) and what it raised (
 import collections
 import gc
 import inspect
-import logging
 import pickle
 import typing
-import unittest.mock
 import warnings
 import weakref
 
@@ -21,7 +19,6 @@ from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
-from grpc import _common  # noqa: E402
 from grpc._cython import cygrpc  # noqa: E402
 from grpc.aio import Metadata  # noqa: E402  (grpc's own class: patch() replaces methods on it)
 from grpc.aio._channel import _BaseMultiCallable  # noqa: E402
@@ -73,73 +70,6 @@ def held(metadata):
     """What a Metadata holds, read without running its methods or its keys' __hash__/__eq__."""
     found = vars(metadata).get("_metadata")
     return [(str(key), values) for key, values in dict.items(found)] if isinstance(found, dict) else repr(found)
-
-
-# ---------------------------------------------------------------- grpc._common's functions
-
-
-class Asked(str):
-    """A str whose __class__ records each read in ``log`` and gives ``claim`` (its own class when None)."""
-
-    def __new__(cls, text, log, claim=None):
-        made = super().__new__(cls, text)
-        made.log, made.claim = log, claim
-        return made
-
-    @property
-    def __class__(self):
-        self.log.append("__class__")
-        return self.claim or type(self)
-
-
-ARGUMENTS = {
-    "Mock(spec=bytes)": lambda log: unittest.mock.Mock(spec=bytes),
-    "a str claiming to be bytes": lambda log: Asked("text", log, bytes),
-    "a str whose __class__ is read": lambda log: Asked("text", log),
-}
-
-
-@pytest.mark.parametrize("function", ["encode", "decode"])
-@pytest.mark.parametrize("argument", sorted(ARGUMENTS))
-def test_encode_and_decode_ask_isinstance_as_grpc_does(function, argument):
-    """encode/decode decide "bytes or not" by isinstance, as grpc does: its __class__ is read, and believed."""
-
-    def scenario():
-        log = []
-        given = ARGUMENTS[argument](log)
-        result = outcome(lambda: getattr(_common, function)(given))
-        reads = list(log)
-        if result[0] == "returned":  # whether it is the argument itself, and its type
-            result = "returned", result[1] is given, type(result[1]).__name__
-        calls = [str(call) for call in given.mock_calls] if argument == "Mock(spec=bytes)" else []
-        return result, reads, calls
-
-    assert_like_stock(scenario, function)
-
-
-@pytest.mark.parametrize("function", ["serialize", "deserialize"])
-def test_failures_are_logged_on_the_logger_grpc_common_holds_at_call_time(function):
-    """A user's logger bound to grpc._common._LOGGER gets the (de)serializer's failures, as with stock grpc."""
-
-    def scenario():
-        records = []
-
-        class Keep(logging.Handler):
-            def emit(self, record):
-                records.append((record.name, record.levelname, record.getMessage()))
-
-        rebound, grpcs = logging.getLogger("test_like_stock_grpc.rebound"), logging.getLogger("grpc._common")
-        keep, own = Keep(), _common._LOGGER
-        rebound.addHandler(keep), grpcs.addHandler(keep)
-        _common._LOGGER = rebound
-        try:
-            result = getattr(_common, function)(b"x", lambda message: 1 / 0)
-        finally:
-            _common._LOGGER = own
-            rebound.removeHandler(keep), grpcs.removeHandler(keep)
-        return result, records
-
-    assert_like_stock(scenario, function)
 
 
 # ---------------------------------------------------------------- cygrpc._Metadatum, grpc's metadata entry class

@@ -2,7 +2,9 @@
 
 Each runs compiled and pure (FASTCOMMON_PURE_PYTHON=1). Status 139 (SIGSEGV) was the answer before
 the class a metadata entry constructor builds became its own, checked at the C boundary, and before grpc.aio's
-Metadata methods held what they use across Python code run in their middle (a key's __hash__, an add).
+Metadata methods held what they use across Python code run in their middle (a key's __hash__, an add). Under a
+debug CPython (.ci/hardening debug), every compiled entry point also leaves the interpreter's total reference count
+flat.
 """
 
 import json
@@ -427,3 +429,85 @@ def test_a_metadata_as_its_own_metadata_under_a_raised_recursion_limit_ends_as_w
         if ended["stock"][0] == 0:  # else stock grpc overflowed the C stack itself
             compared[action] = ended
     assert compared and all(ended["patched"] == ended["stock"] for ended in compared.values()), compared
+
+
+# Under a debug CPython (Py_DEBUG: .ci/hardening debug), sys.gettotalrefcount() counts every reference the
+# interpreter holds. Every compiled entry point, the constructor and grpc.aio's Metadata methods patch() puts
+# into grpc, is called 100,000 times after a warm-up; a leak of one reference a call would move the total by
+# 100,000 (the Metadata round, by far more: it makes dozens of calls).
+REFCOUNT_PROBE = """
+import json, logging, sys
+import fastcommon
+from fastcommon import fast_common, fast_entry, fast_metadata
+from grpc._cython import cygrpc
+from inputs import METHOD, serialize_raises_exception
+
+logging.getLogger("grpc._common").disabled = True  # the failing serializer's path, without 100,000 records
+fastcommon.patch()
+constructor = cygrpc._Metadatum
+entry_class = type(constructor("k", "v"))
+from grpc.aio import Metadata
+from grpc.aio._channel import _BaseMultiCallable
+
+HEADERS = tuple((f"x-header-{i}", f"value {i}") for i in range(10)) + (("x-header-1", b"\\x00again"),)
+
+
+def metadata_methods():
+    metadata = _BaseMultiCallable._init_metadata(HEADERS, None)
+    tuple(metadata), len(metadata), metadata["x-header-1"], metadata.get("missing"), metadata.get_all("x-header-1")
+    metadata["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    metadata["x-header-2"] = "again"
+    metadata.add("x-header-3", "more"), "x-header-3" in metadata, Metadata.from_tuple(tuple(metadata))
+    iterator = iter(metadata)
+    next(iterator), metadata.add("x-header-0", "on the way"), list(iterator)
+    try:
+        metadata["missing"]
+    except KeyError:
+        pass
+
+
+calls = {
+    "encode(str)": (fast_common.encode, (METHOD,)),
+    "encode(bytes)": (fast_common.encode, (METHOD.encode(),)),
+    "decode(bytes)": (fast_common.decode, (b"\\xff" + METHOD.encode(),)),
+    "decode(str)": (fast_common.decode, (METHOD,)),
+    "serialize": (fast_common.serialize, (METHOD, str.encode)),
+    "serialize, failing": (fast_common.serialize, (METHOD, serialize_raises_exception)),
+    "deserialize": (fast_common.deserialize, (b"x", None)),
+    "counted encode": (fast_common.Counted(0).encode, (METHOD,)),
+    "counted decode": (fast_common.Counted(1).decode, (b"x",)),
+    "counted serialize": (fast_common.Counted(2).serialize, (METHOD, None)),
+    "counted deserialize": (fast_common.Counted(3).deserialize, (b"x", bytes)),
+    "calls": (fast_common.calls, ()),
+    "calls of the Metadata methods": (fast_metadata.calls, ()),
+    "patch()'s constructor(k, v)": (constructor, ("user-agent", "grpc-python")),
+    "patch()'s constructor, any other call": (constructor, ("k",)),
+    "MetadatumConstructor(cls)": (fast_entry.MetadatumConstructor, (entry_class,)),
+    "MetadatumConstructor(refused)": (fast_entry.MetadatumConstructor, (len,)),
+    "grpc.aio Metadata: a call's path, reads, sets, iteration while adding": (metadata_methods, ()),
+    "grpc.aio Metadata, off the fast path": (Metadata, ((1, "v"), ["k", "v"], ("k", None))),
+}
+deltas = {}
+for label, (function, args) in calls.items():
+    def run(n):
+        for _ in range(n):
+            try:
+                function(*args)
+            except Exception:
+                pass
+    run(1000)
+    before = sys.gettotalrefcount()
+    run(100_000)
+    deltas[label] = sys.gettotalrefcount() - before
+fastcommon.unpatch()
+print(json.dumps(deltas))
+"""
+
+
+def test_the_interpreters_total_reference_count_stays_flat():
+    if not hasattr(sys, "gettotalrefcount"):
+        pytest.skip("needs a debug CPython (Py_DEBUG), as .ci/hardening debug runs the suite")
+    load_implementation("fast_common")
+    result = helpers.python("-c", REFCOUNT_PROBE, env={"PYTHONPATH": helpers.TESTS_DIR}, timeout=600, check_status=0)
+    deltas = json.loads(result.stdout)
+    assert len(deltas) == 19 and all(abs(delta) < 100 for delta in deltas.values()), deltas

@@ -50,6 +50,12 @@ def package_copy(tmp_path):
     return target / loaded
 
 
+def test_shim_exports_the_active_implementation():
+    module = fastcommon.common if fastcommon.IMPLEMENTATION == "python" else fastcommon.fast_common
+    for name in ("encode", "decode", "serialize", "deserialize"):
+        assert getattr(fastcommon, name) is getattr(module, name)
+
+
 def test_compiled_module_is_chosen_when_it_imports():
     load_implementation("fast_common")
     result = run_python(REPORT)
