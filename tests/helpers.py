@@ -7,6 +7,11 @@ import os
 import re
 import subprocess
 import sys
+import warnings
+
+import pytest
+
+import fastcommon
 
 GRPC_LOGGER = logging.getLogger("grpc._common")
 
@@ -46,6 +51,24 @@ def outcome(function, *args):
         else:
             observed = ("returned", type(result), result, _which_argument(result, args))
     return (*observed, records)
+
+
+def assert_like_stock(scenario, *names):
+    """outcome(scenario) on stock grpc, then on grpc patched with ``names`` among what is replaced (warnings are
+    errors there): they must be equal. A scenario makes its own objects each time it runs, and returns plain data (its
+    results, which user code ran and how often, the state left). A name this build offers nothing for skips the test,
+    saying why; one that stays grpc's fails it: stock compared with stock shows nothing."""
+    assert names, "name what the scenario compares"
+    for name in names:
+        if why := unavailable(name):
+            pytest.skip(f"{name}: {why}")
+    stock = outcome(scenario)  # the autouse fixture stock_grpc starts every test with stock grpc
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastcommon.patched():
+            assert [name for name in names if not fastcommon.is_patched(name)] == []
+            patched = outcome(scenario)
+    assert patched == stock, f"\n stock:   {stock!r}\n patched: {patched!r}"
 
 
 # ------------------------------------------------------------------ a Python subprocess

@@ -10,45 +10,17 @@ import gc
 import inspect
 import pickle
 import typing
-import warnings
 import weakref
 
 import helpers
 import pytest
 from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO
+from helpers import assert_like_stock, outcome
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
-from grpc._cython import cygrpc  # noqa: E402
 from grpc.aio import Metadata  # noqa: E402  (grpc's own class: patch() replaces methods on it)
 from grpc.aio._channel import _BaseMultiCallable  # noqa: E402
-
-import fastcommon  # noqa: E402
-
-
-def outcome(action):
-    """What action() returned, or the type and text of what it raised."""
-    try:
-        return "returned", action()
-    except Exception as exc:
-        return "raised", type(exc).__name__, str(exc)
-
-
-def assert_like_stock(scenario, *names):
-    """outcome(scenario) on stock grpc, then on grpc patched with ``names`` among what is replaced (warnings are
-    errors there): they must be equal. A name this build offers nothing for skips the test, saying why; one that
-    stays grpc's fails it: stock compared with stock shows nothing."""
-    assert names, "name what the scenario compares"
-    for name in names:
-        if why := helpers.unavailable(name):
-            pytest.skip(f"{name}: {why}")
-    stock = outcome(scenario)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched():
-            assert [name for name in names if not fastcommon.is_patched(name)] == []
-            patched = outcome(scenario)
-    assert patched == stock, f"\n stock:   {stock!r}\n patched: {patched!r}"
 
 
 def replaceable_of(label):
@@ -70,68 +42,6 @@ def held(metadata):
     """What a Metadata holds, read without running its methods or its keys' __hash__/__eq__."""
     found = vars(metadata).get("_metadata")
     return [(str(key), values) for key, values in dict.items(found)] if isinstance(found, dict) else repr(found)
-
-
-# ---------------------------------------------------------------- cygrpc._Metadatum, grpc's metadata entry class
-
-
-def test_entries_are_instances_of_the_entry_class():
-    """isinstance/issubclass/type checks against cygrpc._Metadatum answer as with grpc's namedtuple class."""
-
-    def scenario():
-        entry = cygrpc._Metadatum("k", "v")
-        return [
-            outcome(lambda: isinstance(entry, cygrpc._Metadatum)),
-            outcome(lambda: issubclass(cygrpc._Metadatum, tuple)),
-            outcome(lambda: isinstance(("k", "v"), cygrpc._Metadatum)),
-        ]  # type(entry) is cygrpc._Metadatum cannot hold: what grpc calls is not the class (docs/safety.md)
-
-    assert_like_stock(scenario, "_Metadatum")
-
-
-ENTRY_CLASS_READS = {
-    "_fields": lambda cls: cls._fields,
-    "_make": lambda cls: repr(cls._make(("k", "v"))),
-    "__name__": lambda cls: cls.__name__,
-    "__qualname__": lambda cls: cls.__qualname__,
-    "__module__": lambda cls: cls.__module__,
-    "_field_defaults": lambda cls: cls._field_defaults,
-    "__doc__": lambda cls: cls.__doc__,
-    "repr": repr,
-    "a subclass": lambda cls: repr(_subclass(cls)("k", "v")),
-    "cls[str]": lambda cls: repr(cls[str]),
-    "cls == type(entry)": lambda cls: [cls == type(cls("k", "v")), cls != type(cls("k", "v")), cls == tuple],  # noqa: E721
-    "a dict keyed by the class": lambda cls: [{type(cls("k", "v")): 1}.get(cls), {cls: 1}.get(type(cls("k", "v")))],
-    "cls | None": lambda cls: [repr(cls | None), repr(None | cls), repr(cls | int)],
-    "a weak reference": lambda cls: weakref.ref(cls)() is cls,
-    "issubclass(cls, cls)": lambda cls: issubclass(cls, cls),
-    "== an object that declines": lambda cls: _declining(cls),
-}
-
-
-def _declining(cls):
-    """cls == an object whose __eq__ returns NotImplemented: how often it is asked, and the answer."""
-    asked = []
-
-    class Declines:
-        def __eq__(self, other):
-            asked.append(other is cls)
-            return NotImplemented
-
-    return Declines() == cls, cls == Declines(), asked
-
-
-def _subclass(cls):
-    class Entry(cls):  # a class statement; type("Entry", (cls,), {}) takes classes alone (docs/safety.md)
-        pass
-
-    return Entry
-
-
-@pytest.mark.parametrize("read", sorted(ENTRY_CLASS_READS))
-def test_the_entry_class_reads_as_grpcs_namedtuple(read):
-    """What cygrpc._Metadatum gives for one attribute read (or use) is what grpc's namedtuple class gives."""
-    assert_like_stock(lambda: ENTRY_CLASS_READS[read](cygrpc._Metadatum), "_Metadatum")
 
 
 # ---------------------------------------------------------------- grpc.aio's Metadata
@@ -506,7 +416,7 @@ def test_methods_take_their_parameters_by_name_as_grpcs_do(method):
         call = getattr(Metadata, method)
         arguments = {"self": metadata} if method in ("__len__", "__iter__") else {"self": metadata, "key": "a"}
         result = outcome(lambda: call(**arguments))
-        return list(result[1]) if method == "__iter__" and result[0] == "returned" else result
+        return list(result[2]) if method == "__iter__" and result[0] == "returned" else result
 
     assert_like_stock(scenario, replaceable_of(method))
 
@@ -648,8 +558,8 @@ def test_calls_with_the_wrong_arguments_fail_as_with_stock_grpc(call):
     argument parsing's (docs/safety.md), which names the method too."""
 
     def kind_of_failure():
-        kind, *text = outcome(CALLS[call])
-        return kind, text[0], text[1].split("(")[0].rpartition(".")[2] if text else None
+        kind, *observed = outcome(CALLS[call])
+        return kind, observed[0], observed[1].split("(")[0].rpartition(".")[2] if kind == "raised" else None
 
     assert_like_stock(kind_of_failure, replaceable_of(call))
 

@@ -152,7 +152,7 @@ def test_the_documented_run_of_the_suite_passes_in_a_checkout(report, pure):
         load_implementation("fast_common")
     # docs/adoption.md: python -m fastcommon run --report -m pytest -q tests (here the module that crashed)
     result = helpers.python(
-        "-m", "fastcommon", "run", *report, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_metadatum.py",
+        "-m", "fastcommon", "run", *report, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_entry.py",
         cwd=helpers.PROJECT_DIR, env={**environ, "HYPOTHESIS_PROFILE": "dev"}, check_status=0,
     )  # fmt: skip
     assert " passed" in result.stdout.splitlines()[-1]
