@@ -288,6 +288,20 @@ def trust_metadatum_shape(monkeypatch):
     monkeypatch.setattr(_gate.metadatum, "class_difference", lambda cls: None)
 
 
+def metadata_stand_in(**changes):
+    """A stand-in for grpc.aio's Metadata class: a subclass holding grpc's own methods, and ``changes``. grpc's own
+    class is never changed: a __new__ set on a class and deleted again leaves the class broken for good (CPython
+    keeps the slot)."""
+    from grpc.aio import Metadata
+
+    owns = {name: original(name) for name in NAMES if name.startswith("Metadata.")}
+    return type(
+        "Metadata",
+        (Metadata,),
+        {**{name.split(".")[1]: own for name, own in owns.items() if own is not None}, **changes},
+    )
+
+
 def break_patching(monkeypatch, broken):
     """Make every patch() call ``broken`` instead (given what makes the replacements)."""
     monkeypatch.setattr(_patching, "install", broken)

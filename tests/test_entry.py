@@ -2,12 +2,10 @@
 builds, or grpc's own, and a constructor that reads as grpc's namedtuple class."""
 
 import asyncio
-import collections
 import copy
 import gc
 import pickle
 import sys
-import warnings
 import weakref
 
 import pytest
@@ -141,79 +139,6 @@ def test_building_entries_leaves_refcounts_flat(constructor):
     assert sys.getrefcount(key) == before[0] + 10_000
     del entries
     assert (sys.getrefcount(key), sys.getrefcount(value), sys.getrefcount(GRPC_METADATUM)) == before
-
-
-def test_patch_replaces_the_class_where_offered_and_unpatch_restores_it():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # pure Python and abi3 leave it to grpc without a warning
-        replaced = fastcommon.patch()
-    try:
-        assert ("_Metadatum" in replaced) == OFFERED == fastcommon.is_patched("_Metadatum")
-        if OFFERED:
-            assert type(cygrpc._Metadatum) is fastcommon.fast_entry.MetadatumConstructor
-            assert type(cygrpc._Metadatum("k", "v")) is GRPC_METADATUM
-        else:
-            assert cygrpc._Metadatum is GRPC_METADATUM
-            assert helpers.unavailable("_Metadatum").startswith(
-                "fastcommon runs pure Python here" if fastcommon.IMPLEMENTATION == "python" else "this build"
-            )
-    finally:
-        fastcommon.unpatch()
-    assert cygrpc._Metadatum is GRPC_METADATUM and not fastcommon.is_patched()
-
-
-def a_namedtuple(fields=("key", "value"), **options):
-    return collections.namedtuple("_Metadatum", fields, **options)
-
-
-class WithInit(a_namedtuple()):
-    __slots__ = ()
-
-    def __init__(self, *args):
-        pass
-
-
-class PlainTuple(tuple):
-    _fields = ("key", "value")
-    __slots__ = ()
-
-
-CHANGED_CLASSES = {
-    "other fields": (a_namedtuple(("name", "value")), "fields ('key', 'value')"),
-    "defaults": (a_namedtuple(defaults=("",)), "namedtuple's own __new__"),
-    "a subclass with __init__": (WithInit, "a plain tuple subclass"),
-    "a tuple subclass, no namedtuple": (PlainTuple, "namedtuple's own __new__"),
-    "a dataclass-like class": (type("_Metadatum", (), {"_fields": ("key", "value")}), "a plain tuple subclass"),
-}
-
-
-@compiled_constructor
-@pytest.mark.parametrize("change", sorted(CHANGED_CLASSES))
-def test_a_class_grpc_changed_stays_grpcs_with_one_warning(monkeypatch, change):
-    changed, lacking = CHANGED_CLASSES[change]
-    monkeypatch.setattr(cygrpc, "_Metadatum", changed)
-    with pytest.warns(fastcommon.FastcommonWarning) as warned:
-        replaced = fastcommon.patch()
-    fastcommon.unpatch()
-    assert replaced == tuple(name for name in expected_patch() if name != "_Metadatum") and len(warned) == 1
-    message = str(warned[0].message)
-    assert "_Metadatum in grpc._cython.cygrpc (it is not the namedtuple fastcommon builds (it lacks: " in message
-    assert lacking in message.split("it lacks: ")[1]
-    assert cygrpc._Metadatum is changed
-
-
-@compiled_constructor
-def test_the_probes_alone_catch_a_class_that_builds_other_entries(monkeypatch):
-    shouting = a_namedtuple()
-    shouting.__new__ = lambda cls, key, value: tuple.__new__(cls, (key.upper(), value))
-    monkeypatch.setattr(cygrpc, "_Metadatum", shouting)
-    helpers.trust_metadatum_shape(monkeypatch)  # as if unchanged
-    with pytest.warns(
-        fastcommon.FastcommonWarning, match=r"_Metadatum in grpc._cython.cygrpc \(it differs on a probe: _Metadatum"
-    ):
-        replaced = fastcommon.patch()
-    fastcommon.unpatch()
-    assert "_Metadatum" not in replaced and cygrpc._Metadatum is shouting
 
 
 # ------------------------------------------------------------------ the entry class, patched, as stock grpc's

@@ -21,7 +21,6 @@ import copy
 
 import helpers
 import hostile
-from changed_metadata import MADE_UP_CHANGES
 from grpc.aio import _channel
 from grpc.aio import _metadata as grpc_metadata
 from grpc.aio._channel import _BaseMultiCallable
@@ -48,7 +47,7 @@ def grpc_metadata_owns():
 
 def stock_class():
     """A class that behaves as stock grpc's Metadata whatever is patched: grpc's own methods, its name."""
-    return metadata_class_with()
+    return helpers.metadata_stand_in()
 
 
 def stock_and_patched(scenario):
@@ -936,88 +935,3 @@ def test_the_replaced_methods_leave_refcounts_flat():
             Metadata.from_tuple(((key, value),)), Metadata._create(((key, value),)) if HAS_CREATE else None
             del metadata
         assert (sys.getrefcount(key), sys.getrefcount(value)) == before
-
-
-# ------------------------------------------------------------------ the gate
-
-
-def changed_in_grpc(monkeypatch, name, changed):
-    monkeypatch.setattr(*helpers.owner(name), changed)
-
-
-@compiled_methods
-@pytest.mark.parametrize("gate", ["fingerprint", "probes"])
-@pytest.mark.parametrize("name", sorted(MADE_UP_CHANGES))
-def test_a_method_grpc_changed_stays_grpcs_with_one_warning_naming_it(monkeypatch, name, gate):
-    if name not in OFFERED:
-        pytest.skip(f"grpcio {grpc.__version__} has no {name}, or this build does not offer it")
-    changed = MADE_UP_CHANGES[name]
-    changed_in_grpc(monkeypatch, name, changed)
-    if gate == "probes":
-        helpers.trust(monkeypatch, name, getattr(changed, "__func__", changed))
-    with pytest.warns(fastcommon.FastcommonWarning) as warned:
-        replaced = fastcommon.patch()
-    try:
-        assert len(warned) == 1 and name not in replaced and helpers.current(name) is changed
-        reason = "its code is not one fastcommon's suite ran against" if gate == "fingerprint" else "it differs on"
-        assert f"{name} in {helpers.home(name)} ({reason}" in str(warned[0].message)
-        assert set(replaced) == set(expected_patch()) - {name}  # the others replaced
-    finally:
-        fastcommon.unpatch()
-
-
-def metadata_class_with(**changes):
-    """A stand-in for grpc's Metadata class: grpc's own methods, and ``changes``. grpc's own class is never
-    changed: a __new__ set on a class and deleted again leaves the class broken for good (CPython keeps the slot)."""
-    methods = {name.split(".")[1]: own for name, own in grpc_metadata_owns().items()}
-    return type("Metadata", (Metadata,), {**methods, **changes})
-
-
-CLASS_CHANGES = {  # (the module attributes changed, and what the gate's message then says the class lacks)
-    "an OrderedDict of another kind": ({"OrderedDict": type("OrderedDict", (dict,), {})}, "an OrderedDict"),
-    "attribute access of its own": ({"Metadata": metadata_class_with(__getattr__=lambda self, name: None)},
-                                    "object's attribute access"),
-    "a class attribute _metadata": ({"Metadata": metadata_class_with(_metadata=None)},
-                                    "instances that hold their own _metadata"),
-    "a __new__ of its own": ({"Metadata": metadata_class_with(__new__=lambda cls, *args: object.__new__(cls))},
-                             "object's __new__"),
-    "another Metadata in _channel": ({}, "grpc.aio._channel's Metadata"),
-}  # fmt: skip
-
-
-@compiled_methods
-@pytest.mark.parametrize("change", sorted(CLASS_CHANGES))
-def test_a_metadata_class_grpc_changed_leaves_all_its_methods_to_grpc(monkeypatch, change):
-    changed, lacking = CLASS_CHANGES[change]
-    for attribute, value in changed.items():
-        monkeypatch.setattr(grpc_metadata, attribute, value)
-    monkeypatch.setattr(_channel, "Metadata", changed.get("Metadata", metadata_class_with()))
-    with pytest.warns(fastcommon.FastcommonWarning) as warned:
-        replaced = fastcommon.patch()
-    fastcommon.unpatch()
-    assert len(warned) == 1 and not set(replaced) & set(GRPC_METADATA_ORIGINALS)
-    message = str(warned[0].message)
-    assert "Metadata class is not the one fastcommon's suite ran against (it lacks: " in message and lacking in message
-
-
-@compiled_methods
-def test_a_method_this_grpcio_lacks_stays_so_without_a_warning(monkeypatch):
-    if HAS_CREATE:
-        monkeypatch.delattr(Metadata, "_create")  # as in grpcio before 1.80
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        replaced = fastcommon.patch()
-    fastcommon.unpatch()
-    assert "Metadata._create" not in replaced and "Metadata.__init__" in replaced
-    assert helpers.unavailable("Metadata._create") == f"grpcio {grpc.__version__} has no Metadata._create of its own"
-
-
-@compiled_methods
-def test_the_probes_pass_grpcs_own_and_name_each_change_among_the_others():
-    owns = {name: own for name, own in GRPC_METADATA_ORIGINALS.items() if name in OFFERED}
-    assert helpers.metadata_differences(list(owns), owns) == dict.fromkeys(owns)
-    for name, changed in MADE_UP_CHANGES.items():
-        if name in owns:
-            verdicts = helpers.metadata_differences(list(owns), {**owns, name: changed})
-            assert verdicts[name] is not None and verdicts[name].startswith("it differs on a probe: "), name
-            assert [other for other, why in verdicts.items() if why] == [name]
