@@ -267,6 +267,24 @@ def test_a_failing_sitecustomize_of_the_program_fails_as_without_fastcommon(prog
     assert adopted.stderr == 2 * plain.stderr and "Error in sitecustomize" in plain.stderr
 
 
+def test_a_pure_python_install_warns_once_in_each_process_that_imports_grpc_and_not_in_the_launcher(tmp_path):
+    package = tmp_path / "fastcommon"
+    shutil.copytree(
+        os.path.dirname(fastcommon.__file__), package, ignore=shutil.ignore_patterns("__pycache__", "*.txt")
+    )
+    for compiled in package.glob("fast_common.*"):
+        if compiled.suffix in (".so", ".pyd"):
+            compiled.unlink()  # as a failed build leaves it
+    environ = {"PYTHONPATH": str(tmp_path), "FASTCOMMON_PURE_PYTHON": None}
+    for program, expected in (("import grpc, fastcommon; print(fastcommon.is_patched())", 1), ("print(False)", 0)):
+        result = helpers.python("-W", "always", "-m", "fastcommon", "run", "-c", program, cwd=tmp_path, env=environ)
+        assert result.returncode == 0, result.stderr
+        assert (
+            helpers.program_stderr(result.stderr).count(": FastcommonWarning: fastcommon is running pure Python")
+            == expected
+        )
+
+
 def other_interpreters():
     """CPythons of other minor versions than this one (pyenv's, and python3.N on PATH): none has this fastcommon."""
     this = f"{sys.version_info[0]}.{sys.version_info[1]}"

@@ -12,13 +12,11 @@ from conftest import NEEDS_GRPCIO
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 import helpers
-from changed_grpc import MADE_UP_CHANGES, zero_copy_deserialize
 from conftest import (
     FUNCTIONS,
     GRPC_METADATA_ORIGINALS,
     GRPC_METADATUM,
     GRPC_ORACLE,
-    METADATA_METHODS,
     expected_patch,
 )
 from grpc import _common as grpc_common
@@ -116,63 +114,3 @@ def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
         fastcommon.patch()
     assert fastcommon.encode("h\xe9") == b"h\xc3\xa9" and fastcommon.decode(b"\xff") == "\ufffd"
     assert not fastcommon.is_patched()
-
-
-def status_lines():
-    """The lines of `python -m fastcommon` about what patch() does, by the name they start with."""
-    return {line.split()[0]: line for line in helpers.status() if " in grpc." in line}
-
-
-def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch):
-    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    lines = status_lines()
-    assert sorted(lines) == sorted([*NAMES, "_Metadatum", *METADATA_METHODS])
-    for name, line in lines.items():  # each name as patch(), is_patched() and the report have it, then its home
-        assert line.split()[1:3] == ["in", helpers.home(name)] and fastcommon.is_patched(name) is False
-    replaces = "patch() replaces it"
-    if fastcommon.IMPLEMENTATION == "python":
-        replaces += ", which buys nothing: fastcommon runs pure Python here"
-    encode = helpers.fingerprint(GRPC_ORACLE["encode"])
-    assert lines["encode"].split()[3:] == ["fingerprint", encode, *replaces.split()]
-    for name, own in GRPC_METADATA_ORIGINALS.items():  # grpc.aio's Metadata methods are gated by theirs too
-        method = helpers.fingerprint(getattr(own, "__func__", own))
-        assert lines[name].split()[3:5] == ["fingerprint", method]
-    assert lines["_Metadatum"].split()[3:5] == ["fingerprint", "-"]  # a class, judged by shape
-    changed = helpers.fingerprint(zero_copy_deserialize)
-    assert lines["deserialize"].count(changed) == 1
-    assert lines["deserialize"].endswith(
-        "patch() leaves grpc's own: its code is not one fastcommon's suite ran against"
-    )
-    with pytest.warns(fastcommon.FastcommonWarning), fastcommon.patched():
-        lines = status_lines()
-    decode = helpers.fingerprint(GRPC_ORACLE["decode"])
-    assert lines["decode"].split()[3:5] == ["fingerprint", decode]
-    assert lines["decode"].endswith("fastcommon's, patched in this process")
-    assert "patch() leaves grpc's own" in lines["deserialize"]
-
-
-def test_check_passes_on_stock_grpc_with_the_compiled_module():
-    result = helpers.python("-m", "fastcommon", "check")
-    if fastcommon.IMPLEMENTATION == "python":
-        assert result.returncode == 1
-        assert result.stdout.startswith("fastcommon check: fastcommon runs pure Python, which buys nothing: ")
-    else:
-        assert (result.returncode, result.stdout) == (
-            0,
-            f"fastcommon check: patch() replaces {', '.join(PATCHED)} on grpcio {grpc.__version__}\n",
-        )
-
-
-def test_check_fails_with_a_line_per_function_left_to_grpc(monkeypatch):
-    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
-    status, lines = helpers.check()
-    assert status == 1
-    if fastcommon.IMPLEMENTATION == "python":
-        lines.pop(0)  # that it buys nothing, first
-    assert lines == [
-        "fastcommon check: encode (in grpc._common) stays grpc's: its code is not one fastcommon's suite ran against",
-        "fastcommon check: deserialize (in grpc._common) stays grpc's: its code is not one fastcommon's suite ran"
-        " against",
-        f"fastcommon check: (grpcio {grpc.__version__}; fastcommon's suite ran against grpcio {TESTED})",
-    ]
