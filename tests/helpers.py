@@ -305,3 +305,40 @@ def metadata_stand_in(**changes):
 def break_patching(monkeypatch, broken):
     """Make every patch() call ``broken`` instead (given what makes the replacements)."""
     monkeypatch.setattr(_patching, "install", broken)
+
+
+# ------------------------------------------------------------------ what --report prints
+
+# A process's block on stderr: three lines, of at most REPORT_WIDTH characters.
+REPORT_BLOCK = re.compile(
+    r"fastcommon --report, process (?P<pid>\d+) \(grpcio (?P<grpcio>[^,]+), (?P<implementation>compiled|pure Python)\)"
+    r"(?P<ended>, ended by SIGTERM)?: (?P<patched>\d+) of (?P<names>\d+) names patched"
+    r"(?:, (?P<left>\d+) left to grpc: (?P<left_names>.*))?\n"
+    r"  calls: (?P<calls>.*)\n"
+    r"  saved: (?P<saved>.*)\n"
+)
+REPORT_CALLS = re.compile(
+    r"(?P<listed>.*?)(?: \(\+(?P<more>\d+) more\))?(?: \((?P<uncalled>\d+) of (?P<of>\d+) not called\))?"
+)
+REPORT_WIDTH = 160
+
+
+def reports(stderr):
+    """{pid: {name: calls}} from the --report blocks in a program's stderr: the names called (as patch() and
+    is_patched() name them), most called first; checked for shape and arithmetic on the way."""
+    found = {}
+    for block in REPORT_BLOCK.finditer(stderr):
+        assert all(len(line) <= REPORT_WIDTH for line in block[0].splitlines()), block[0]
+        patched, left = int(block["patched"]), int(block["left"] or 0)
+        assert patched + left == int(block["names"]) == len(NAMES)
+        calls = REPORT_CALLS.fullmatch(block["calls"])
+        listed = [] if calls["listed"] == "none" else re.findall(r"([\w.]+) (\d{1,3}(?:,\d{3})*)", calls["listed"])
+        counts = {name: int(count.replace(",", "")) for name, count in listed}
+        assert len(counts) == len(listed) and set(counts) <= set(NAMES)  # each name once
+        assert list(counts.values()) == sorted(counts.values(), reverse=True) and 0 not in counts.values()
+        if calls["listed"] != "none":  # what is shown and what is not add up to what is patched
+            assert len(counts) + int(calls["more"] or 0) + int(calls["uncalled"] or 0) == patched
+            assert calls["of"] in (None, block["patched"])
+        assert ("per call" in block["saved"]) <= bool(counts)
+        found[int(block["pid"])] = counts
+    return found
