@@ -345,7 +345,7 @@ HELP = {  # each command's usage, and a line of its examples
 }
 
 
-@pytest.mark.parametrize("command", sorted(HELP))
+@pytest.mark.parametrize("command", sorted(HELP), ids=lambda command: command or "fastcommon")
 def test_help_describes_and_gives_examples(tmp_path, command):
     result = helpers.python("-m", "fastcommon", *command.split(), "--help", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
