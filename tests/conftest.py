@@ -1,10 +1,12 @@
-"""Every implementation test runs against fastcommon.common and fastcommon.fast_common."""
+"""Every implementation test runs against fastcommon.common and fastcommon.fast_common; grpc's own objects are taken as
+the oracle before any test patches grpc; and the fixtures the test files share (echo servers, a program run adopted)."""
 
 import asyncio
 import importlib
 import math
 import os
 import sys
+import textwrap
 
 import hypothesis
 import pytest
@@ -165,3 +167,26 @@ def channel(server_address):
 
     with grpc.insecure_channel(server_address) as channel:
         yield channel
+
+
+# What a process says about itself, as one JSON line: its pid and whether grpc is patched in it.
+SAY_PATCHED = """
+def say_patched(label):
+    import json, os, grpc, fastcommon
+    from fastcommon._registry import NAMES
+    names = [name for name in NAMES if fastcommon.is_patched(name)]
+    return json.dumps({"label": label, "pid": os.getpid(), "patched": names})
+"""
+
+
+@pytest.fixture
+def program(tmp_path):
+    """Write a program (with say_patched defined) into tmp_path; returns a function that runs it, plainly or adopted."""
+
+    def run(source, *args, fastcommon_run=True, report=False, env=None, name="app.py"):
+        (tmp_path / name).write_text(SAY_PATCHED + textwrap.dedent(source))
+        launcher = ["-m", "fastcommon", "run", *(["--report"] if report else [])] if fastcommon_run else []
+        environ = {"PYTHONPATH": helpers.PROJECT_DIR, **(env or {})}
+        return helpers.python(*launcher, name, *args, cwd=tmp_path, env=environ, check_status=0)
+
+    return run

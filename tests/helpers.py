@@ -1,8 +1,17 @@
-"""What the tests compare: everything observable about one call."""
+"""What the tests share: everything observable about one call, the one way they run a Python subprocess, and the
+one door to fastcommon's private parts."""
 
 import contextlib
 import logging
 import os
+import re
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import fastcommon
 
 GRPC_LOGGER = logging.getLogger("grpc._common")
 
@@ -42,6 +51,76 @@ def outcome(function, *args):
         else:
             observed = ("returned", type(result), result, _which_argument(result, args))
     return (*observed, records)
+
+
+def assert_like_stock(scenario, *names):
+    """outcome(scenario) on stock grpc, then on grpc patched with ``names`` among what is replaced (warnings are
+    errors there): they must be equal. A scenario makes its own objects each time it runs, and returns plain data (its
+    results, which user code ran and how often, the state left). A name this build offers nothing for skips the test,
+    saying why; one that stays grpc's fails it: stock compared with stock shows nothing."""
+    assert names, "name what the scenario compares"
+    for name in names:
+        if why := unavailable(name):
+            pytest.skip(f"{name}: {why}")
+    stock = outcome(scenario)  # the autouse fixture stock_grpc starts every test with stock grpc
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastcommon.patched():
+            assert [name for name in names if not fastcommon.is_patched(name)] == []
+            patched = outcome(scenario)
+    assert patched == stock, f"\n stock:   {stock!r}\n patched: {patched!r}"
+
+
+# ------------------------------------------------------------------ a Python subprocess
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PROJECT_DIR = os.path.dirname(TESTS_DIR)  # the checkout: grpc_echo, benchmark.py, example.py
+# grpc's C core logs like this on stderr at times (grpcio 1.80 on exit, for one); not the program's output.
+GRPC_CORE_LOG_LINE = re.compile(r"^[EWID]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] .*\n", re.MULTILINE)
+
+
+def program_stderr(stderr):
+    """A program's stderr without the lines grpc's C core logged."""
+    return GRPC_CORE_LOG_LINE.sub("", stderr)
+
+
+def _child(args, env):
+    """The command and environment of this Python run with ``args``: this process's environment with ``env``'s
+    changes, a value of None removing the variable."""
+    environ = {**os.environ, **(env or {})}
+    return [sys.executable, *args], {name: value for name, value in environ.items() if value is not None}
+
+
+def python(*args, cwd=None, env=None, input=None, timeout=300, check_status=None, closed_stdout=False):
+    """Run this Python with ``args`` in ``cwd``, its environment this process's with ``env``'s changes (None removes
+    a variable), ``input`` on its stdin: the CompletedProcess, its output as text. With ``check_status``, it must end
+    with that status (its stderr tells why not); with ``closed_stdout``, its stdout is a pipe whose reader has gone,
+    as in ``| head -1`` once head has read its line."""
+    command, environ = _child(args, env)
+    with contextlib.ExitStack() as closing:
+        stdout = subprocess.PIPE
+        if closed_stdout:
+            reader, stdout = os.pipe()
+            os.close(reader)
+            closing.callback(os.close, stdout)
+        result = subprocess.run(command, cwd=cwd, env=environ, input=input, stdout=stdout, stderr=subprocess.PIPE,
+                                text=True, timeout=timeout)  # fmt: skip
+    if check_status is not None:
+        assert result.returncode == check_status, result.stderr[-3000:]
+    return result
+
+
+@contextlib.contextmanager
+def started(*args, cwd=None, env=None, stdin=None):
+    """This Python started with ``args`` as python() runs it, its stdout and stderr pipes (text), for the test to read
+    and signal; killed, if it still runs, as the block ends."""
+    command, environ = _child(args, env)
+    with subprocess.Popen(command, cwd=cwd, env=environ, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as process:  # fmt: skip
+        try:
+            yield process
+        finally:
+            process.kill()
 
 
 # ------------------------------------------------------------------ the suite's one door to fastcommon's internals
@@ -209,6 +288,57 @@ def trust_metadatum_shape(monkeypatch):
     monkeypatch.setattr(_gate.metadatum, "class_difference", lambda cls: None)
 
 
+def metadata_stand_in(**changes):
+    """A stand-in for grpc.aio's Metadata class: a subclass holding grpc's own methods, and ``changes``. grpc's own
+    class is never changed: a __new__ set on a class and deleted again leaves the class broken for good (CPython
+    keeps the slot)."""
+    from grpc.aio import Metadata
+
+    owns = {name: original(name) for name in NAMES if name.startswith("Metadata.")}
+    return type(
+        "Metadata",
+        (Metadata,),
+        {**{name.split(".")[1]: own for name, own in owns.items() if own is not None}, **changes},
+    )
+
+
 def break_patching(monkeypatch, broken):
     """Make every patch() call ``broken`` instead (given what makes the replacements)."""
     monkeypatch.setattr(_patching, "install", broken)
+
+
+# ------------------------------------------------------------------ what --report prints
+
+# A process's block on stderr: three lines, of at most REPORT_WIDTH characters.
+REPORT_BLOCK = re.compile(
+    r"fastcommon --report, process (?P<pid>\d+) \(grpcio (?P<grpcio>[^,]+), (?P<implementation>compiled|pure Python)\)"
+    r"(?P<ended>, ended by SIGTERM)?: (?P<patched>\d+) of (?P<names>\d+) names patched"
+    r"(?:, (?P<left>\d+) left to grpc: (?P<left_names>.*))?\n"
+    r"  calls: (?P<calls>.*)\n"
+    r"  saved: (?P<saved>.*)\n"
+)
+REPORT_CALLS = re.compile(
+    r"(?P<listed>.*?)(?: \(\+(?P<more>\d+) more\))?(?: \((?P<uncalled>\d+) of (?P<of>\d+) not called\))?"
+)
+REPORT_WIDTH = 160
+
+
+def reports(stderr):
+    """{pid: {name: calls}} from the --report blocks in a program's stderr: the names called (as patch() and
+    is_patched() name them), most called first; checked for shape and arithmetic on the way."""
+    found = {}
+    for block in REPORT_BLOCK.finditer(stderr):
+        assert all(len(line) <= REPORT_WIDTH for line in block[0].splitlines()), block[0]
+        patched, left = int(block["patched"]), int(block["left"] or 0)
+        assert patched + left == int(block["names"]) == len(NAMES)
+        calls = REPORT_CALLS.fullmatch(block["calls"])
+        listed = [] if calls["listed"] == "none" else re.findall(r"([\w.]+) (\d{1,3}(?:,\d{3})*)", calls["listed"])
+        counts = {name: int(count.replace(",", "")) for name, count in listed}
+        assert len(counts) == len(listed) and set(counts) <= set(NAMES)  # each name once
+        assert list(counts.values()) == sorted(counts.values(), reverse=True) and 0 not in counts.values()
+        if calls["listed"] != "none":  # what is shown and what is not add up to what is patched
+            assert len(counts) + int(calls["more"] or 0) + int(calls["uncalled"] or 0) == patched
+            assert calls["of"] in (None, block["patched"])
+        assert ("per call" in block["saved"]) <= bool(counts)
+        found[int(block["pid"])] = counts
+    return found

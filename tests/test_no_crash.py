@@ -2,22 +2,23 @@
 
 Each runs compiled and pure (FASTCOMMON_PURE_PYTHON=1). Status 139 (SIGSEGV) was the answer before
 the class a metadata entry constructor builds became its own, checked at the C boundary, and before grpc.aio's
-Metadata methods held what they use across Python code run in their middle (a key's __hash__, an add).
+Metadata methods held what they use across Python code run in their middle (a key's __hash__, an add). Under a
+debug CPython (.ci/hardening debug), every compiled entry point also leaves the interpreter's total reference count
+flat.
 """
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
+import helpers
 import pytest
 from conftest import NEEDS_GRPCIO, load_implementation
 
 pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SEARCH_PATH = os.pathsep.join([PROJECT_DIR, os.path.join(PROJECT_DIR, "tests")])  # grpc_echo, and tests' helpers
+SEARCH_PATH = os.pathsep.join([helpers.PROJECT_DIR, helpers.TESTS_DIR])  # grpc_echo, and the tests' helpers
 
 # What `python -m fastcommon check` answers, by way of runpy, as a CI step in a patched process would run it.
 CHECK = """
@@ -36,22 +37,16 @@ def check():
 
 @pytest.fixture(params=["compiled", "pure"])
 def environ(request):
+    """The changes to the environment that make a child compiled or pure."""
     if request.param == "compiled":
         load_implementation("fast_common")
-        return {**os.environ, "PYTHONPATH": SEARCH_PATH}
-    return {**os.environ, "PYTHONPATH": SEARCH_PATH, "FASTCOMMON_PURE_PYTHON": "1"}
-
-
-def python(*args, environ, status=0):
-    result = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=environ, cwd=PROJECT_DIR, timeout=300
-    )
-    assert result.returncode == status, result.stderr[-3000:]
-    return result
+        return {"PYTHONPATH": SEARCH_PATH, "FASTCOMMON_PURE_PYTHON": None}
+    return {"PYTHONPATH": SEARCH_PATH, "FASTCOMMON_PURE_PYTHON": "1"}
 
 
 def answer(code, environ):
-    return json.loads(python("-c", textwrap.dedent(code), environ=environ).stdout.splitlines()[-1])
+    result = helpers.python("-c", textwrap.dedent(code), cwd=helpers.PROJECT_DIR, env=environ, check_status=0)
+    return json.loads(result.stdout.splitlines()[-1])
 
 
 def test_check_in_a_patched_process_then_a_metadata_entry(environ):
@@ -74,7 +69,7 @@ print(json.dumps([before, during, check(), entry]))
     )
     assert before == during == after
     assert entry == ["_Metadatum", ["k", "v"], "k"]
-    assert before[0] == (0 if "FASTCOMMON_PURE_PYTHON" not in environ else 1)
+    assert before[0] == (1 if environ["FASTCOMMON_PURE_PYTHON"] else 0)
 
 
 def test_assess_in_a_patched_process_then_an_rpc_with_a_header(environ, stubs):
@@ -132,7 +127,7 @@ for name, function in sorted(callables.items()):
                 answered[type(exc).__name__] = answered.get(type(exc).__name__, 0) + 1
 print(json.dumps([sorted(callables), answered]))
 """,
-        {**os.environ, "PYTHONPATH": SEARCH_PATH},
+        {"PYTHONPATH": SEARCH_PATH},
     )
     names, raised = answered
     assert "set_metadatum_class" not in names and "new_metadatum" not in names  # the global they shared is gone
@@ -141,24 +136,24 @@ print(json.dumps([sorted(callables), answered]))
 
 @pytest.mark.parametrize("report", [[], ["--report"]], ids=["run", "run --report"])
 def test_check_answers_the_same_in_a_process_adopted_by_run(environ, report):
-    status = 1 if "FASTCOMMON_PURE_PYTHON" in environ else 0  # pure Python buys nothing: check says so
-    plain = python("-m", "fastcommon", "check", environ=environ, status=status)
-    adopted = python("-m", "fastcommon", "run", *report, "-m", "fastcommon", "check", environ=environ, status=status)
+    status = 1 if environ["FASTCOMMON_PURE_PYTHON"] else 0  # pure Python buys nothing: check says so
+    check = ["-m", "fastcommon", "check"]
+    plain = helpers.python(*check, cwd=helpers.PROJECT_DIR, env=environ, check_status=status)
+    adopted = helpers.python("-m", "fastcommon", "run", *report, *check, cwd=helpers.PROJECT_DIR, env=environ,
+                             check_status=status)  # fmt: skip
     assert adopted.stdout == plain.stdout and plain.stdout.startswith("fastcommon check: ")
 
 
 # Each command once, with one implementation each; .ci/run runs the whole suite adopted too.
 @pytest.mark.parametrize("report, pure", [(["--report"], False), ([], True)], ids=["run --report", "run, pure"])
 def test_the_documented_run_of_the_suite_passes_in_a_checkout(report, pure):
-    environ = {**os.environ, "PYTHONPATH": SEARCH_PATH}
-    if pure:
-        environ["FASTCOMMON_PURE_PYTHON"] = "1"
-    else:
+    environ = {"PYTHONPATH": SEARCH_PATH, "FASTCOMMON_PURE_PYTHON": "1" if pure else None}
+    if not pure:
         load_implementation("fast_common")
     # docs/adoption.md: python -m fastcommon run --report -m pytest -q tests (here the module that crashed)
-    result = python(
-        "-m", "fastcommon", "run", *report, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_metadatum.py",
-        environ={**environ, "HYPOTHESIS_PROFILE": "dev"},
+    result = helpers.python(
+        "-m", "fastcommon", "run", *report, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_entry.py",
+        cwd=helpers.PROJECT_DIR, env={**environ, "HYPOTHESIS_PROFILE": "dev"}, check_status=0,
     )  # fmt: skip
     assert " passed" in result.stdout.splitlines()[-1]
     assert ("fastcommon --report, process " in result.stderr) == bool(report)
@@ -388,7 +383,7 @@ print(json.dumps([stock, outcome(), fastcommon.is_patched("Metadata.__init__")])
 def test_each_reproduction_ends_as_with_stock_grpc(environ, reproduction):
     stock, patched, compiled = answer(REPRODUCTION.format(code=REPRODUCTIONS[reproduction]), environ)
     assert patched == stock
-    assert compiled == ("FASTCOMMON_PURE_PYTHON" not in environ)  # it ran through fastcommon's methods
+    assert compiled == (environ["FASTCOMMON_PURE_PYTHON"] is None)  # it ran through fastcommon's methods
 
 
 # Found by review: before 3.12 a level of a Metadata nested in another took about twice the C stack of a level of
@@ -422,15 +417,97 @@ except RecursionError:
     reason="a debug or sanitized build's C frames are larger: stock grpc's own would overflow the C stack",
 )
 def test_a_metadata_as_its_own_metadata_under_a_raised_recursion_limit_ends_as_with_stock_grpc():
-    environ = {**os.environ, "PYTHONPATH": SEARCH_PATH}
     load_implementation("fast_common")
     compared = {}
     for action in ("len", "list", "in", "[]", "get", "get_all", "set"):
         ended = {}
         for mode in ("stock", "patched"):
-            command = [sys.executable, "-c", SELF_NESTED, action, mode]
-            result = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=PROJECT_DIR, timeout=300)
+            result = helpers.python(
+                "-c", SELF_NESTED, action, mode, env={"PYTHONPATH": SEARCH_PATH}, cwd=helpers.PROJECT_DIR
+            )
             ended[mode] = (result.returncode, result.stdout)
         if ended["stock"][0] == 0:  # else stock grpc overflowed the C stack itself
             compared[action] = ended
     assert compared and all(ended["patched"] == ended["stock"] for ended in compared.values()), compared
+
+
+# Under a debug CPython (Py_DEBUG: .ci/hardening debug), sys.gettotalrefcount() counts every reference the
+# interpreter holds. Every compiled entry point, the constructor and grpc.aio's Metadata methods patch() puts
+# into grpc, is called 100,000 times after a warm-up; a leak of one reference a call would move the total by
+# 100,000 (the Metadata round, by far more: it makes dozens of calls).
+REFCOUNT_PROBE = """
+import json, logging, sys
+import fastcommon
+from fastcommon import fast_common, fast_entry, fast_metadata
+from grpc._cython import cygrpc
+from inputs import METHOD, serialize_raises_exception
+
+logging.getLogger("grpc._common").disabled = True  # the failing serializer's path, without 100,000 records
+fastcommon.patch()
+constructor = cygrpc._Metadatum
+entry_class = type(constructor("k", "v"))
+from grpc.aio import Metadata
+from grpc.aio._channel import _BaseMultiCallable
+
+HEADERS = tuple((f"x-header-{i}", f"value {i}") for i in range(10)) + (("x-header-1", b"\\x00again"),)
+
+
+def metadata_methods():
+    metadata = _BaseMultiCallable._init_metadata(HEADERS, None)
+    tuple(metadata), len(metadata), metadata["x-header-1"], metadata.get("missing"), metadata.get_all("x-header-1")
+    metadata["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    metadata["x-header-2"] = "again"
+    metadata.add("x-header-3", "more"), "x-header-3" in metadata, Metadata.from_tuple(tuple(metadata))
+    iterator = iter(metadata)
+    next(iterator), metadata.add("x-header-0", "on the way"), list(iterator)
+    try:
+        metadata["missing"]
+    except KeyError:
+        pass
+
+
+calls = {
+    "encode(str)": (fast_common.encode, (METHOD,)),
+    "encode(bytes)": (fast_common.encode, (METHOD.encode(),)),
+    "decode(bytes)": (fast_common.decode, (b"\\xff" + METHOD.encode(),)),
+    "decode(str)": (fast_common.decode, (METHOD,)),
+    "serialize": (fast_common.serialize, (METHOD, str.encode)),
+    "serialize, failing": (fast_common.serialize, (METHOD, serialize_raises_exception)),
+    "deserialize": (fast_common.deserialize, (b"x", None)),
+    "counted encode": (fast_common.Counted(0).encode, (METHOD,)),
+    "counted decode": (fast_common.Counted(1).decode, (b"x",)),
+    "counted serialize": (fast_common.Counted(2).serialize, (METHOD, None)),
+    "counted deserialize": (fast_common.Counted(3).deserialize, (b"x", bytes)),
+    "calls": (fast_common.calls, ()),
+    "calls of the Metadata methods": (fast_metadata.calls, ()),
+    "patch()'s constructor(k, v)": (constructor, ("user-agent", "grpc-python")),
+    "patch()'s constructor, any other call": (constructor, ("k",)),
+    "MetadatumConstructor(cls)": (fast_entry.MetadatumConstructor, (entry_class,)),
+    "MetadatumConstructor(refused)": (fast_entry.MetadatumConstructor, (len,)),
+    "grpc.aio Metadata: a call's path, reads, sets, iteration while adding": (metadata_methods, ()),
+    "grpc.aio Metadata, off the fast path": (Metadata, ((1, "v"), ["k", "v"], ("k", None))),
+}
+deltas = {}
+for label, (function, args) in calls.items():
+    def run(n):
+        for _ in range(n):
+            try:
+                function(*args)
+            except Exception:
+                pass
+    run(1000)
+    before = sys.gettotalrefcount()
+    run(100_000)
+    deltas[label] = sys.gettotalrefcount() - before
+fastcommon.unpatch()
+print(json.dumps(deltas))
+"""
+
+
+def test_the_interpreters_total_reference_count_stays_flat():
+    if not hasattr(sys, "gettotalrefcount"):
+        pytest.skip("needs a debug CPython (Py_DEBUG), as .ci/hardening debug runs the suite")
+    load_implementation("fast_common")
+    result = helpers.python("-c", REFCOUNT_PROBE, env={"PYTHONPATH": helpers.TESTS_DIR}, timeout=600, check_status=0)
+    deltas = json.loads(result.stdout)
+    assert len(deltas) == 19 and all(abs(delta) < 100 for delta in deltas.values()), deltas

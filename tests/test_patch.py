@@ -1,9 +1,9 @@
-"""fastcommon.patch() and its gate: what it replaces, function by function, what it leaves to grpc, and undo."""
+"""Patch state: patch(), unpatch(), patched() and is_patched(), on stock grpc and beside another library's patch.
 
-import logging
-import subprocess
+What the gate leaves to grpc, and why, is test_gate.py's; the status and check that tell it, test_command_line.py's.
+"""
+
 import sys
-import threading
 import warnings
 
 import pytest
@@ -12,22 +12,19 @@ from conftest import NEEDS_GRPCIO
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 import helpers
-from changed_grpc import MADE_UP_CHANGES, decode_with_an_unprobed_branch, zero_copy_deserialize
 from conftest import (
     FUNCTIONS,
     GRPC_METADATA_ORIGINALS,
     GRPC_METADATUM,
     GRPC_ORACLE,
-    METADATA_METHODS,
     expected_patch,
 )
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
-from helpers import captured_grpc_records
 
 import fastcommon
 
-NAMES = FUNCTIONS  # grpc._common's; the metadata entry class has tests of its own (test_metadatum.py)
+NAMES = FUNCTIONS  # grpc._common's
 PATCHED = expected_patch()
 BEYOND_FUNCTIONS = PATCHED[len(FUNCTIONS) :]  # _Metadatum and the aio Metadata methods, where this build offers them
 
@@ -44,13 +41,6 @@ def assert_stock():
         assert helpers.current(name) is own
 
 
-def patch_expecting_one_warning():
-    with pytest.warns(fastcommon.FastcommonWarning) as warned:
-        replaced = fastcommon.patch()
-    assert len(warned) == 1
-    return replaced, str(warned[0].message)
-
-
 # ------------------------------------------------------------------ stock grpc
 
 
@@ -63,6 +53,11 @@ def test_patch_replaces_and_unpatch_restores_the_exact_originals():
     if "_Metadatum" in PATCHED:  # not in a Limited API (abi3) build
         assert type(cygrpc._Metadatum) is fastcommon.fast_entry.MetadatumConstructor
         assert type(cygrpc._Metadatum("k", "v")) is GRPC_METADATUM
+    else:  # pure Python and abi3 leave it to grpc, and say why
+        assert cygrpc._Metadatum is GRPC_METADATUM and not fastcommon.is_patched("_Metadatum")
+        assert helpers.unavailable("_Metadatum").startswith(
+            "fastcommon runs pure Python here" if fastcommon.IMPLEMENTATION == "python" else "this build"
+        )
     assert fastcommon.patch() == ()  # a second call changes nothing
     assert fastcommon.unpatch() == PATCHED
     assert_stock()
@@ -82,19 +77,6 @@ def test_patch_issues_no_warning_on_stock_grpc():
         warnings.simplefilter("error")
         with fastcommon.patched() as replaced:
             assert replaced == PATCHED
-
-
-def test_the_installed_grpcio_is_one_the_gate_knows():
-    # Every name the gate judges: the fingerprints of the functions and methods, the entry class's shape. What it
-    # does not know is printed as the fingerprint to add to the registry, once the whole suite passes against it.
-    assert helpers.unknown() == {}, f"grpcio {grpc.__version__}: {helpers.unknown()}"
-
-
-def test_what_the_gate_does_not_know_is_named_with_the_entry_to_add(monkeypatch):
-    monkeypatch.setattr(grpc_common, "decode", decode_with_an_unprobed_branch)
-    found = helpers.fingerprint(decode_with_an_unprobed_branch)
-    entry = f'"{found}": ("{grpc.__version__}",),  # in the fingerprints of decode in src/fastcommon/_registry.py'
-    assert helpers.unknown() == {"decode": entry}
 
 
 def test_patched_context_manager_undoes_only_its_own_patch():
@@ -125,210 +107,6 @@ def test_unpatch_leaves_a_later_patch_by_someone_else_alone_and_keeps_grpcs_own(
     assert_stock()
 
 
-@pytest.mark.parametrize("log_threads", [True, False])
-def test_probing_leaves_no_log_records(caplog, monkeypatch, log_threads):
-    monkeypatch.setattr(logging, "logThreads", log_threads)  # False: records carry no thread id
-    caplog.set_level(logging.DEBUG)
-    with fastcommon.patched():
-        pass
-    assert caplog.records == []
-
-
-@pytest.mark.parametrize("adapter", [False, True])
-def test_probing_leaves_no_records_on_a_logger_bound_to_grpc_common(monkeypatch, adapter):
-    """A user's logger (or an adapter of it) bound to grpc._common._LOGGER before patch() gets none of its probes."""
-    from grpc import _common as grpc_common
-
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    own = logging.getLogger("test_patch.bound")
-    own.addHandler(handler)
-    monkeypatch.setattr(grpc_common, "_LOGGER", logging.LoggerAdapter(own, {}) if adapter else own)
-    try:
-        with fastcommon.patched() as replaced:
-            assert "serialize" in replaced
-    finally:
-        own.removeHandler(handler)
-    assert records == []
-
-
-def test_while_the_gate_probes_only_its_probes_failures_are_kept_from_grpcs_logger():
-    """In the probing thread, fastcommon's functions log a probe's failure on the gate's recorder; any other failure
-    (a finalizer's in that thread, another thread's) reaches grpc._common's logger as it would have."""
-    recorder = helpers.Recorder()
-
-    def probe(message):
-        raise helpers.ProbeError("probe")
-
-    with captured_grpc_records() as records, helpers.probing(recorder):
-        thread = threading.Thread(target=fastcommon.serialize, args=(b"x", lambda message: 1 / 0))
-        thread.start()
-        thread.join(timeout=30)
-        fastcommon.serialize(b"x", lambda message: 1 / 0)
-        fastcommon.serialize(b"x", probe)
-    assert [(message, kind) for _, _, message, kind, _ in records] == [
-        ("Exception serializing message!", ZeroDivisionError)
-    ] * 2
-    assert recorder.records == [(logging.ERROR, "Exception serializing message!", helpers.ProbeError, "probe")]
-
-
-class Spy(logging.Filter, logging.Handler):
-    """A user's filter and handler on grpc's loggers, which counts every record that reaches it."""
-
-    def __init__(self):
-        logging.Handler.__init__(self)
-        self.seen = 0
-
-    def filter(self, record):
-        self.seen += 1
-        return True
-
-    def emit(self, record):
-        self.seen += 1
-
-
-def observable():
-    """Everything of grpc's that a user or grpc could see change: its modules' globals, its classes' attributes,
-    subclasses and abc caches (and those of the ABCs its code asks), its loggers, linecache, the loaded modules."""
-    import abc
-    import collections.abc
-    import linecache
-
-    from grpc.aio import Metadata
-    from grpc.aio._channel import _BaseMultiCallable
-
-    classes = [Metadata, *Metadata.__mro__[1:-1], _BaseMultiCallable, GRPC_METADATUM, collections.abc.Sequence]
-    seen = {f"module {name}": dict(vars(sys.modules[name])) for name in (*helpers.HOMES, "grpc")}
-    for cls in classes:
-        seen[f"class {cls.__qualname__}"] = dict(vars(cls))
-        seen[f"subclasses of {cls.__qualname__}"] = cls.__subclasses__()
-        if isinstance(cls, abc.ABCMeta):
-            seen[f"abc of {cls.__qualname__}"] = [{ref() for ref in refs} for refs in abc._get_dump(cls)[:3]]
-    for name in ("grpc._common", "grpc", ""):
-        logger = logging.getLogger(name)
-        seen[f"logger {name!r}"] = [list(logger.filters), list(logger.handlers), dict(logger._cache)]
-    seen["linecache"], seen["modules"] = set(linecache.cache), set(sys.modules)
-    return seen
-
-
-def changes(before, after):
-    """What differs, by the name of each part and key: an object replaced by another counts (`is`, not ==)."""
-    found = []
-    for part, was in before.items():
-        now = after[part]
-        if isinstance(was, dict):
-            found += [f"{part}: {key}" for key in was.keys() | now.keys() if was.get(key, now) is not now.get(key, was)]
-        elif was != now:
-            found.append(part)
-    return sorted(found)
-
-
-def test_patch_changes_only_the_names_it_replaces_and_unpatch_puts_back_exactly_what_was_there():
-    """Judging grpc's objects leaves no trace: no record for a user's filter or handler, no subclass or abc cache
-    entry on grpc's classes, no global; patch() changes the names it replaces, and unpatch() puts them back."""
-    import gc
-
-    spy = Spy()
-    for name in ("grpc._common", ""):
-        logging.getLogger(name).addFilter(spy), logging.getLogger(name).addHandler(spy)
-    gc.collect()  # what earlier tests left; none from here on, so that a probe's leftovers would show
-    gc.disable()
-    try:
-        helpers.forget_judgements()  # the gate judges anew, as in a fresh process
-        before = observable()
-        helpers.verdicts()  # python -m fastcommon, check: judging alone
-        assert changes(before, observable()) == []
-        replaced = fastcommon.patch()
-        where = {name: helpers.home(name) if "." not in name else None for name in replaced}
-        expected = sorted(
-            f"module {home}: {name}" if home else f"class {name.split('.')[0]}: {name.split('.')[1]}"
-            for name, home in where.items()
-        )
-        assert changes(before, observable()) == expected
-        fastcommon.unpatch()
-        assert changes(before, observable()) == []
-    finally:
-        gc.enable()
-        for name in ("grpc._common", ""):
-            logging.getLogger(name).removeFilter(spy), logging.getLogger(name).removeHandler(spy)
-    assert spy.seen == 0
-
-
-def test_a_subclasshook_set_after_patch_is_asked_as_on_stock_grpc():
-    """The gate's probes leave no answer in the abc caches of grpc's Metadata: a __subclasshook__ set after patch()
-    is asked about the types the probes passed, and _init_metadata answers as with stock grpc."""
-    from grpc.aio import Metadata
-    from grpc.aio._channel import _BaseMultiCallable
-
-    def answers():
-        Metadata.__subclasshook__ = classmethod(lambda cls, other: True if other in (str, list) else NotImplemented)
-        try:
-            return [isinstance("ab", Metadata), isinstance([], Metadata), _BaseMultiCallable._init_metadata("ab")]
-        finally:
-            del Metadata.__subclasshook__
-            Metadata._abc_caches_clear()
-
-    Metadata._abc_caches_clear()
-    stock = answers()
-    helpers.forget_judgements()  # probed anew, as in a fresh process
-    with fastcommon.patched():
-        assert answers() == stock == [True, True, "ab"]
-
-
-def test_judging_runs_no_class_creation_hook_of_grpcs_metadata(monkeypatch):
-    """The gate copies grpc's Metadata into classes of its own without running the __set_name__ of a descriptor a user
-    put on it, or an __init_subclass__ of its: stock grpc runs neither at patch()."""
-    from grpc.aio import Metadata
-
-    ran = []
-
-    class Once:
-        def __set_name__(self, owner, name):
-            ran.append(("__set_name__", owner))
-
-        def __get__(self, instance, owner=None):
-            return 1
-
-    monkeypatch.setattr(Metadata, "tag", Once(), raising=False)
-    monkeypatch.setattr(
-        Metadata, "__init_subclass__", classmethod(lambda cls: ran.append(("subclass", cls))), raising=False
-    )
-    helpers.forget_judgements()
-    with fastcommon.patched() as replaced:
-        assert replaced == PATCHED and ran == []
-
-
-def test_a_gate_that_cannot_judge_leaves_grpcs_own_and_says_why(monkeypatch):
-    """Whatever goes wrong while judging (an audit hook that refuses, a hook of a changed grpc that raises), patch()
-    does not raise: what could not be judged stays grpc's, named in its one warning."""
-
-    def refusing(*args, **kwargs):
-        raise PermissionError("refused by an audit hook")
-
-    monkeypatch.setattr(helpers._gate.functions, "difference", refusing)
-    replaced, message = patch_expecting_one_warning()
-    try:
-        assert replaced == BEYOND_FUNCTIONS
-        assert (
-            "encode in grpc._common (the gate could not judge it: PermissionError('refused by an audit hook'))"
-            in message
-        )
-    finally:
-        fastcommon.unpatch()
-
-
-def test_the_sequence_the_gates_probes_ask_answers_as_collections_abcs_for_every_argument_they_pass():
-    import collections.abc
-
-    from grpc.aio import Metadata
-
-    probe = helpers.gate_copies.detached(Metadata, object)
-    for label, (metadata, _) in helpers.probes.init_metadata_arguments(probe):
-        expected = isinstance(metadata, collections.abc.Sequence)
-        assert isinstance(metadata, helpers.gate_metadata.Sequence) is expected, label
-
-
 def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
     monkeypatch.setitem(sys.modules, "grpc", None)
     monkeypatch.setitem(sys.modules, "grpc._common", None)
@@ -336,193 +114,3 @@ def test_without_grpcio_patch_says_so_and_conversions_still_work(monkeypatch):
         fastcommon.patch()
     assert fastcommon.encode("h\xe9") == b"h\xc3\xa9" and fastcommon.decode(b"\xff") == "\ufffd"
     assert not fastcommon.is_patched()
-
-
-# ------------------------------------------------------------------ a grpc that changed
-
-
-def test_zero_copy_deserialize_is_left_to_grpc_and_the_rest_replaced(monkeypatch):
-    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    replaced, message = patch_expecting_one_warning()
-    assert replaced == ("encode", "decode", "serialize", *BEYOND_FUNCTIONS)
-    assert message == (
-        "fastcommon leaves deserialize in grpc._common (its code is not one fastcommon's suite ran against) to grpc "
-        f"on grpcio {grpc.__version__}; fastcommon's suite ran against grpcio {TESTED} (python -m fastcommon check)"
-    )
-    assert grpc_common.deserialize is zero_copy_deserialize and not fastcommon.is_patched("deserialize")
-    for name in replaced[: len(NAMES) - 1]:  # the functions; _Metadatum is in cygrpc
-        assert getattr(grpc_common, name) is getattr(fastcommon, name) and fastcommon.is_patched(name)
-    assert fastcommon.unpatch() == replaced
-    assert grpc_common.deserialize is zero_copy_deserialize
-    for name in replaced[: len(NAMES) - 1]:  # the functions; _Metadatum is in cygrpc
-        assert getattr(grpc_common, name) is GRPC_ORACLE[name]
-
-
-@pytest.mark.parametrize(
-    "value, joined",
-    [
-        (memoryview(b"hello world"), b"hello world"),
-        ([b"hello", b" ", b"world"], b"hello world"),
-        ([memoryview(b"hello"), memoryview(b" world")], b"hello world"),
-        ([], b""),
-    ],
-)
-def test_the_zero_copy_model_follows_grpcs_own_test_cases(value, joined):
-    handed = []
-    assert zero_copy_deserialize(value, None) == joined and type(zero_copy_deserialize(value, None)) is bytes
-    zero_copy_deserialize(value, handed.append)
-    assert handed == [joined] and type(handed[0]) is bytes
-
-
-def test_the_probes_alone_catch_zero_copy_deserialize(monkeypatch):
-    helpers.trust(monkeypatch, "deserialize", zero_copy_deserialize)
-    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    replaced, message = patch_expecting_one_warning()
-    assert replaced == ("encode", "decode", "serialize", *BEYOND_FUNCTIONS)
-    assert "deserialize in grpc._common (it differs on a probe: deserialize(memoryview" in message
-    fastcommon.unpatch()
-
-
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("gate", ["fingerprint", "probes"])
-def test_a_made_up_change_to_one_function_leaves_exactly_that_one(monkeypatch, name, gate):
-    changed = MADE_UP_CHANGES[name]
-    if gate == "probes":
-        helpers.trust(monkeypatch, name, changed)
-    monkeypatch.setattr(grpc_common, name, changed)
-    replaced, message = patch_expecting_one_warning()
-    assert replaced == tuple(n for n in PATCHED if n != name)
-    reason = "its code is not one fastcommon's suite ran against" if gate == "fingerprint" else "it differs on a probe"
-    assert f"{name} in grpc._common ({reason}" in message and f"grpcio {grpc.__version__}" in message
-    assert getattr(grpc_common, name) is changed
-    fastcommon.unpatch()
-    assert getattr(grpc_common, name) is changed
-    for other in set(NAMES) - {name}:
-        assert getattr(grpc_common, other) is GRPC_ORACLE[other]
-
-
-def test_two_changed_functions_give_one_warning_naming_both(monkeypatch):
-    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
-    replaced, message = patch_expecting_one_warning()
-    assert replaced == ("decode", "serialize", *BEYOND_FUNCTIONS)
-    assert "leaves encode in grpc._common (" in message and "; deserialize in grpc._common (" in message
-    fastcommon.unpatch()
-
-
-def test_only_the_fingerprint_sees_a_change_no_probe_exercises(monkeypatch):
-    name, changed = "decode", decode_with_an_unprobed_branch
-    assert changed(("a", "b")) == "ab" != GRPC_ORACLE["decode"](("a", "b"))  # a real difference ...
-    assert helpers.first_difference(name, changed, fastcommon.decode) is None  # ... that every probe misses
-    monkeypatch.setattr(grpc_common, name, changed)
-    replaced, message = patch_expecting_one_warning()
-    assert "decode" not in replaced and "decode in grpc._common (its code is not one" in message
-    fastcommon.unpatch()
-
-
-PROBED_KINDS = {  # every kind of input grpc's callers pass or may pass: (description, test)
-    "bytes": lambda v: type(v) is bytes and v.isascii(),
-    "non-UTF-8 bytes": lambda v: type(v) is bytes and not v.isascii(),
-    "str": lambda v: type(v) is str and "\ud800" not in v,
-    "lone surrogate": lambda v: type(v) is str and "\ud800" in v,
-    "memoryview": lambda v: type(v) is memoryview,
-    "bytearray": lambda v: type(v) is bytearray,
-    "list of bytes": lambda v: type(v) is list and v != [] and all(type(c) is bytes for c in v),
-    "list of memoryviews": lambda v: type(v) is list and v != [] and all(type(c) is memoryview for c in v),
-    "empty list": lambda v: v == [] and type(v) is list,
-    "None": lambda v: v is None,
-    "str subclass": lambda v: isinstance(v, str) and type(v) is not str,
-    "bytes subclass": lambda v: isinstance(v, bytes) and type(v) is not bytes,
-}
-
-
-@pytest.mark.parametrize("kind", sorted(PROBED_KINDS))
-@pytest.mark.parametrize("name", NAMES)
-def test_a_difference_on_any_one_kind_of_input_is_caught(name, kind):
-    is_kind = PROBED_KINDS[kind]
-    assert sum(map(is_kind, helpers.probe_values())) >= 1, f"no probe value is {kind}"
-    original = GRPC_ORACLE[name]
-
-    def differs_on_that_kind(*args):
-        return "changed" if is_kind(args[0]) else original(*args)
-
-    assert helpers.first_difference(name, differs_on_that_kind, getattr(fastcommon, name)) is not None
-
-
-@pytest.mark.parametrize("name", ["serialize", "deserialize"])
-@pytest.mark.parametrize("change", ["handed", "raises"])
-def test_what_the_transformer_is_handed_and_how_failure_is_handled_are_compared(name, change):
-    original = GRPC_ORACLE[name]
-
-    def hands_a_copy(message, transformer):
-        return original(bytes(message) if isinstance(message, memoryview) else message, transformer)
-
-    def logs_differently(message, transformer):
-        try:
-            return message if transformer is None else transformer(message)
-        except Exception:
-            logging.getLogger("grpc._common").exception("something else")
-            return None
-
-    changed = hands_a_copy if change == "handed" else logs_differently
-    assert helpers.first_difference(name, changed, getattr(fastcommon, name)) is not None
-
-
-def status_lines():
-    """The lines of `python -m fastcommon` about what patch() does, by the name they start with."""
-    return {line.split()[0]: line for line in helpers.status() if " in grpc." in line}
-
-
-def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch):
-    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    lines = status_lines()
-    assert sorted(lines) == sorted([*NAMES, "_Metadatum", *METADATA_METHODS])
-    for name, line in lines.items():  # each name as patch(), is_patched() and the report have it, then its home
-        assert line.split()[1:3] == ["in", helpers.home(name)] and fastcommon.is_patched(name) is False
-    replaces = "patch() replaces it"
-    if fastcommon.IMPLEMENTATION == "python":
-        replaces += ", which buys nothing: fastcommon runs pure Python here"
-    encode = helpers.fingerprint(GRPC_ORACLE["encode"])
-    assert lines["encode"].split()[3:] == ["fingerprint", encode, *replaces.split()]
-    for name, own in GRPC_METADATA_ORIGINALS.items():  # grpc.aio's Metadata methods are gated by theirs too
-        method = helpers.fingerprint(getattr(own, "__func__", own))
-        assert lines[name].split()[3:5] == ["fingerprint", method]
-    assert lines["_Metadatum"].split()[3:5] == ["fingerprint", "-"]  # a class, judged by shape
-    changed = helpers.fingerprint(zero_copy_deserialize)
-    assert lines["deserialize"].count(changed) == 1
-    assert lines["deserialize"].endswith(
-        "patch() leaves grpc's own: its code is not one fastcommon's suite ran against"
-    )
-    with pytest.warns(fastcommon.FastcommonWarning), fastcommon.patched():
-        lines = status_lines()
-    decode = helpers.fingerprint(GRPC_ORACLE["decode"])
-    assert lines["decode"].split()[3:5] == ["fingerprint", decode]
-    assert lines["decode"].endswith("fastcommon's, patched in this process")
-    assert "patch() leaves grpc's own" in lines["deserialize"]
-
-
-def test_check_passes_on_stock_grpc_with_the_compiled_module():
-    result = subprocess.run([sys.executable, "-m", "fastcommon", "check"], capture_output=True, text=True, timeout=60)
-    if fastcommon.IMPLEMENTATION == "python":
-        assert result.returncode == 1
-        assert result.stdout.startswith("fastcommon check: fastcommon runs pure Python, which buys nothing: ")
-    else:
-        assert (result.returncode, result.stdout) == (
-            0,
-            f"fastcommon check: patch() replaces {', '.join(PATCHED)} on grpcio {grpc.__version__}\n",
-        )
-
-
-def test_check_fails_with_a_line_per_function_left_to_grpc(monkeypatch):
-    monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
-    monkeypatch.setattr(grpc_common, "encode", MADE_UP_CHANGES["encode"])
-    status, lines = helpers.check()
-    assert status == 1
-    if fastcommon.IMPLEMENTATION == "python":
-        lines.pop(0)  # that it buys nothing, first
-    assert lines == [
-        "fastcommon check: encode (in grpc._common) stays grpc's: its code is not one fastcommon's suite ran against",
-        "fastcommon check: deserialize (in grpc._common) stays grpc's: its code is not one fastcommon's suite ran"
-        " against",
-        f"fastcommon check: (grpcio {grpc.__version__}; fastcommon's suite ran against grpcio {TESTED})",
-    ]

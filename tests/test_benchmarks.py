@@ -7,24 +7,22 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import types
 
+import helpers
 import pytest
 from conftest import NEEDS_GRPCIO
 
 pyperf = pytest.importorskip("pyperf", reason="pyperf is a development requirement (requirements.txt), not a test one")
 pytest.importorskip("grpc", reason=NEEDS_GRPCIO)  # the benchmarks time grpc
 
-BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
+BENCHMARK = os.path.join(helpers.PROJECT_DIR, "benchmark.py")
 PLOT_NEEDS_MATPLOTLIB = "--plot needs matplotlib, which is not installed: pip install matplotlib\n"
 
 
-def benchmark(*args, cwd, env=None):
-    return subprocess.run(
-        [sys.executable, BENCHMARK, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120
-    )
+def benchmark(*args, cwd, env=None, **kwargs):
+    return helpers.python(BENCHMARK, *args, cwd=cwd, env=env, **kwargs)
 
 
 def without_matplotlib(tmp_path):
@@ -34,7 +32,7 @@ def without_matplotlib(tmp_path):
     blocker.mkdir(exist_ok=True)
     for module in ("matplotlib", "grpc_tools"):
         (blocker / f"{module}.py").write_text(f"raise ImportError('{module} is blocked for this test')\n")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    return {"PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
 
 
 sys.path.insert(0, os.path.dirname(BENCHMARK))
@@ -398,18 +396,11 @@ def test_plot_without_matplotlib_stops_before_a_run_in_one_line(tmp_path, mode):
 
 
 def test_rpc_instructions_without_valgrind_says_so_in_one_line(tmp_path):
-    result = benchmark("--rpc-instructions", cwd=tmp_path, env={**os.environ, "PATH": str(tmp_path)})  # no valgrind
+    result = benchmark("--rpc-instructions", cwd=tmp_path, env={"PATH": str(tmp_path)})  # no valgrind
     [line] = result.stderr.splitlines()
     assert result.returncode == 1 and line.startswith("--rpc-instructions needs valgrind, which is not installed")
 
 
 def test_a_closed_pipe_ends_the_help_quietly(tmp_path):
-    reader, writer = os.pipe()
-    os.close(reader)  # as `python benchmark.py --help | head -1` once head has gone
-    try:
-        result = subprocess.run(
-            [sys.executable, BENCHMARK, "--help"], cwd=tmp_path, stdout=writer, stderr=subprocess.PIPE, text=True
-        )
-    finally:
-        os.close(writer)
+    result = benchmark("--help", cwd=tmp_path, closed_stdout=True)  # as `python benchmark.py --help | head -1`
     assert (result.returncode, result.stderr) == (1, "")

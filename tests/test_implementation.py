@@ -3,9 +3,9 @@
 import importlib.machinery
 import os
 import shutil
-import subprocess
 import sys
 
+import helpers
 import pytest
 from conftest import load_implementation
 
@@ -25,13 +25,11 @@ for _ in range(2):
 
 
 def run_python(code, *, env=None, pythonpath=None):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTCOMMON_")}
-    environ.update(env or {})
+    """``code`` run with every warning shown, under none of fastcommon's variables but ``env``'s."""
+    environ = dict.fromkeys(name for name in os.environ if name.startswith("FASTCOMMON_")) | (env or {})
     if pythonpath:
         environ["PYTHONPATH"] = pythonpath
-    return subprocess.run(
-        [sys.executable, "-W", "always", "-c", code], env=environ, capture_output=True, text=True, timeout=60
-    )
+    return helpers.python("-W", "always", "-c", code, env=environ)
 
 
 def warnings_in(stderr):
@@ -50,6 +48,12 @@ def package_copy(tmp_path):
         if built.suffix in (".so", ".pyd") and not built.name.endswith(suffix):
             built.unlink()
     return target / loaded
+
+
+def test_shim_exports_the_active_implementation():
+    module = fastcommon.common if fastcommon.IMPLEMENTATION == "python" else fastcommon.fast_common
+    for name in ("encode", "decode", "serialize", "deserialize"):
+        assert getattr(fastcommon, name) is getattr(module, name)
 
 
 def test_compiled_module_is_chosen_when_it_imports():
@@ -142,10 +146,7 @@ def test_info_command_reports_implementation_and_versions():
     else:
         grpc_line = f"grpcio: {grpc.__version__}"
     for env, implementation in [({}, fastcommon.IMPLEMENTATION), ({"FASTCOMMON_PURE_PYTHON": "1"}, "python")]:
-        result = subprocess.run(
-            [sys.executable, "-m", "fastcommon"], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
-        )
-        assert result.returncode == 0, result.stderr
+        result = helpers.python("-m", "fastcommon", env=env, check_status=0)
         lines = result.stdout.splitlines()
         assert lines[0] == f"fastcommon {fastcommon.__version__}"
         assert lines[1] == f"implementation: {implementation}"
@@ -168,9 +169,7 @@ fastcommon.serialize(b"x", lambda message: 1 / 0)  # logged from inside fastcomm
 
 def test_a_traceback_through_fastcommon_names_files_that_exist_and_shows_their_lines(tmp_path):
     # From a directory unrelated to the checkout: paths must resolve as in an installed package.
-    result = subprocess.run(
-        [sys.executable, "-c", TRACEBACK_THROUGH_FASTCOMMON], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    result = helpers.python("-c", TRACEBACK_THROUGH_FASTCOMMON, cwd=tmp_path)
     lines = result.stderr.splitlines()
     frames = [(i, line) for i, line in enumerate(lines) if "fastcommon" in line and line.startswith('  File "')]
     assert len(frames) >= 2, result.stderr  # one in each traceback

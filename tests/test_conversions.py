@@ -1,21 +1,179 @@
-"""No leaks, no allocation on pass-through, the same answers from 8 threads as from one."""
+"""grpc._common's four functions (encode, decode, serialize, deserialize): both implementations answer exactly as the
+installed grpc's own, from one thread or eight at once, and a million calls leave reference counts and memory flat."""
 
 import gc
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
 import tracemalloc
+import unittest.mock
 from itertools import repeat
 
+import helpers
 import pytest
-from conftest import NEEDS_GRPCIO, load_implementation
-from inputs import METHOD, SENTINEL, serialize_raises_exception, serialize_to_sentinel
+from conftest import GRPC_ORACLE, NO_ORACLE
+from helpers import outcome
+from hypothesis import given
+from inputs import (
+    METHOD,
+    SENTINEL,
+    SERIALIZERS,
+    VALUES,
+    any_serializer,
+    any_value,
+    serialize_raises_exception,
+    serialize_raises_keyboard_interrupt,
+    serialize_to_sentinel,
+)
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+@pytest.fixture(scope="module")
+def oracle():
+    """grpc's own four functions, by name; a test that compares with them skips where there are none."""
+    if GRPC_ORACLE is None:
+        pytest.skip(NO_ORACLE)
+    return GRPC_ORACLE
+
+
+def short(value):
+    text = repr(value)
+    return text if len(text) < 40 else f"{text[:30]}...({len(text)} chars)"
+
+
+@pytest.mark.parametrize("value", VALUES, ids=short)
+@pytest.mark.parametrize("name", ["encode", "decode"])
+def test_conversion_matches_grpc(impl, oracle, name, value):
+    assert outcome(getattr(impl, name), value) == outcome(oracle[name], value)
+
+
+@pytest.mark.parametrize("serializer", SERIALIZERS, ids=short)
+@pytest.mark.parametrize("message", ["text", b"bytes", None, ("tuple",)], ids=short)
+@pytest.mark.parametrize("name", ["serialize", "deserialize"])
+def test_transform_matches_grpc(impl, oracle, name, message, serializer):
+    assert outcome(getattr(impl, name), message, serializer) == outcome(oracle[name], message, serializer)
+
+
+@pytest.mark.parametrize("name", ["serialize", "deserialize"])
+def test_keyboard_interrupt_propagates_unlogged(impl, name, caplog):
+    with pytest.raises(KeyboardInterrupt):
+        getattr(impl, name)(b"message", serialize_raises_keyboard_interrupt)
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("name", ["serialize", "deserialize"])
+def test_failure_is_logged_with_traceback(impl, name, caplog):
+    def failing(message):
+        raise ValueError("bad message")
+
+    assert getattr(impl, name)(b"message", failing) is None
+    [record] = caplog.records
+    assert (record.name, record.levelname) == ("grpc._common", "ERROR")
+    assert record.getMessage() == f"Exception {name.replace('ize', 'izing')} message!"
+    assert record.exc_info[0] is ValueError and str(record.exc_info[1]) == "bad message"
+
+
+@pytest.mark.parametrize("name", ["serialize", "deserialize"])
+def test_failure_is_logged_on_the_logger_grpc_common_holds_at_call_time(impl, oracle, name, monkeypatch, caplog):
+    """grpc reads its module's _LOGGER at each call: a user's logger bound there after import gets the record, as
+    with grpc's own function, and grpc's logger none."""
+    grpc_common = pytest.importorskip("grpc._common")
+    monkeypatch.setattr(grpc_common, "_LOGGER", logging.getLogger("test_conversions.rebound"))
+
+    def logged(function):
+        caplog.clear()
+        result = function(b"message", lambda message: 1 / 0)
+        return result, [(record.name, record.levelname, record.getMessage()) for record in caplog.records]
+
+    ours = logged(getattr(impl, name))
+    assert ours == logged(oracle[name]) and [logger for logger, _, _ in ours[1]] == ["test_conversions.rebound"]
+
+
+class Asked(str):
+    """A str whose __class__ records each read in ``log`` and gives ``claim`` (its own class when None)."""
+
+    def __new__(cls, text, log, claim=None):
+        made = super().__new__(cls, text)
+        made.log, made.claim = log, claim
+        return made
+
+    @property
+    def __class__(self):
+        self.log.append("__class__")
+        return self.claim or type(self)
+
+
+ARGUMENTS = {
+    "Mock(spec=bytes)": lambda log: unittest.mock.Mock(spec=bytes),
+    "a str claiming to be bytes": lambda log: Asked("text", log, bytes),
+    "a str whose __class__ is read": lambda log: Asked("text", log),
+}
+
+
+@pytest.mark.parametrize("name", ["encode", "decode"])
+@pytest.mark.parametrize("argument", sorted(ARGUMENTS))
+def test_encode_and_decode_ask_isinstance_as_grpc_does(impl, oracle, name, argument):
+    """encode/decode decide "bytes or not" by isinstance, as grpc does: its __class__ is read, and believed."""
+
+    def asked(function):
+        log = []
+        given = ARGUMENTS[argument](log)
+        observed = outcome(function, given)
+        if observed[0] == "returned":  # its type's name and which argument it is: a Mock's class is its own
+            observed = ("returned", observed[1].__name__, *observed[3:])
+        calls = [str(call) for call in given.mock_calls] if argument == "Mock(spec=bytes)" else []
+        return observed, list(log), calls
+
+    assert asked(getattr(impl, name)) == asked(oracle[name])
+
+
+def test_exact_types_take_no_detour(impl):
+    method = METHOD
+    assert impl.encode(method) == method.encode() and type(impl.encode(method)) is bytes
+    assert impl.decode(method.encode()) == method and type(impl.decode(method.encode())) is str
+    raw = method.encode()
+    assert impl.encode(raw) is raw and impl.decode(method) is method
+
+
+@pytest.mark.parametrize(
+    "name, keywords",
+    [
+        ("encode", {"s": b"x"}),
+        ("decode", {"b": b"x"}),
+        ("serialize", {"message": b"x", "serializer": None}),
+        ("deserialize", {"serialized_message": b"x", "deserializer": None}),
+    ],
+)
+def test_parameters_are_positional_only(impl, oracle, name, keywords):
+    with pytest.raises(TypeError):
+        getattr(impl, name)(**keywords)
+    assert getattr(impl, name)(*keywords.values()) == oracle[name](*keywords.values())
+
+
+@given(any_value)
+def test_encode_matches_grpc_generated(impl, oracle, value):
+    assert outcome(impl.encode, value) == outcome(oracle["encode"], value)
+
+
+@given(any_value)
+def test_decode_matches_grpc_generated(impl, oracle, value):
+    assert outcome(impl.decode, value) == outcome(oracle["decode"], value)
+
+
+@given(any_value, any_serializer)
+def test_serialize_matches_grpc_generated(impl, oracle, message, serializer):
+    assert outcome(impl.serialize, message, serializer) == outcome(oracle["serialize"], message, serializer)
+
+
+@given(any_value, any_serializer)
+def test_deserialize_matches_grpc_generated(impl, oracle, message, serializer):
+    assert outcome(impl.deserialize, message, serializer) == outcome(oracle["deserialize"], message, serializer)
+
+
+# ------------------------------------------------------------------ memory, and eight threads
+
 MILLION = 1_000_000
 RAW = METHOD.encode()
 NOT_BYTES = ["not bytes"]
@@ -76,13 +234,11 @@ def measure_everything(impl):
 @pytest.fixture(scope="session")
 def measured(impl):
     code = (
-        f"import importlib, json, test_safety; "
-        f"print(json.dumps(test_safety.measure_everything(importlib.import_module({impl.__name__!r}))))"
+        f"import importlib, json, test_conversions; "
+        f"print(json.dumps(test_conversions.measure_everything(importlib.import_module({impl.__name__!r}))))"
     )
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, os.path.dirname(TESTS_DIR)])}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=600)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    environ = {"PYTHONPATH": os.pathsep.join([helpers.TESTS_DIR, helpers.PROJECT_DIR])}
+    return json.loads(helpers.python("-c", code, env=environ, timeout=600, check_status=0).stdout)
 
 
 def refcounts_and_rss_growth(impl, index):
@@ -210,90 +366,3 @@ def test_eight_threads_get_the_same_answers_as_one(impl):
     assert mismatches == []
     assert all(count > 0 for count in rounds)
     assert len(records) == sum(rounds)  # one failing serializer per round, each logged exactly once
-
-
-# Under a debug CPython (Py_DEBUG: .ci/hardening debug), sys.gettotalrefcount() counts every reference the
-# interpreter holds. Every compiled entry point, the constructor and grpc.aio's Metadata methods patch() puts
-# into grpc, is called 100,000 times after a warm-up; a leak of one reference a call would move the total by
-# 100,000 (the Metadata round, by far more: it makes dozens of calls).
-REFCOUNT_PROBE = """
-import json, logging, sys
-import fastcommon
-from fastcommon import fast_common, fast_entry, fast_metadata
-from grpc._cython import cygrpc
-from inputs import METHOD, serialize_raises_exception
-
-logging.getLogger("grpc._common").disabled = True  # the failing serializer's path, without 100,000 records
-fastcommon.patch()
-constructor = cygrpc._Metadatum
-entry_class = type(constructor("k", "v"))
-from grpc.aio import Metadata
-from grpc.aio._channel import _BaseMultiCallable
-
-HEADERS = tuple((f"x-header-{i}", f"value {i}") for i in range(10)) + (("x-header-1", b"\\x00again"),)
-
-
-def metadata_methods():
-    metadata = _BaseMultiCallable._init_metadata(HEADERS, None)
-    tuple(metadata), len(metadata), metadata["x-header-1"], metadata.get("missing"), metadata.get_all("x-header-1")
-    metadata["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    metadata["x-header-2"] = "again"
-    metadata.add("x-header-3", "more"), "x-header-3" in metadata, Metadata.from_tuple(tuple(metadata))
-    iterator = iter(metadata)
-    next(iterator), metadata.add("x-header-0", "on the way"), list(iterator)
-    try:
-        metadata["missing"]
-    except KeyError:
-        pass
-
-
-calls = {
-    "encode(str)": (fast_common.encode, (METHOD,)),
-    "encode(bytes)": (fast_common.encode, (METHOD.encode(),)),
-    "decode(bytes)": (fast_common.decode, (b"\\xff" + METHOD.encode(),)),
-    "decode(str)": (fast_common.decode, (METHOD,)),
-    "serialize": (fast_common.serialize, (METHOD, str.encode)),
-    "serialize, failing": (fast_common.serialize, (METHOD, serialize_raises_exception)),
-    "deserialize": (fast_common.deserialize, (b"x", None)),
-    "counted encode": (fast_common.Counted(0).encode, (METHOD,)),
-    "counted decode": (fast_common.Counted(1).decode, (b"x",)),
-    "counted serialize": (fast_common.Counted(2).serialize, (METHOD, None)),
-    "counted deserialize": (fast_common.Counted(3).deserialize, (b"x", bytes)),
-    "calls": (fast_common.calls, ()),
-    "calls of the Metadata methods": (fast_metadata.calls, ()),
-    "patch()'s constructor(k, v)": (constructor, ("user-agent", "grpc-python")),
-    "patch()'s constructor, any other call": (constructor, ("k",)),
-    "MetadatumConstructor(cls)": (fast_entry.MetadatumConstructor, (entry_class,)),
-    "MetadatumConstructor(refused)": (fast_entry.MetadatumConstructor, (len,)),
-    "grpc.aio Metadata: a call's path, reads, sets, iteration while adding": (metadata_methods, ()),
-    "grpc.aio Metadata, off the fast path": (Metadata, ((1, "v"), ["k", "v"], ("k", None))),
-}
-deltas = {}
-for label, (function, args) in calls.items():
-    def run(n):
-        for _ in range(n):
-            try:
-                function(*args)
-            except Exception:
-                pass
-    run(1000)
-    before = sys.gettotalrefcount()
-    run(100_000)
-    deltas[label] = sys.gettotalrefcount() - before
-fastcommon.unpatch()
-print(json.dumps(deltas))
-"""
-
-
-def test_the_interpreters_total_reference_count_stays_flat():
-    if not hasattr(sys, "gettotalrefcount"):
-        pytest.skip("needs a debug CPython (Py_DEBUG), as .ci/hardening debug runs the suite")
-    load_implementation("fast_common")
-    pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
-    environ = {**os.environ, "PYTHONPATH": TESTS_DIR}
-    result = subprocess.run(
-        [sys.executable, "-c", REFCOUNT_PROBE], capture_output=True, text=True, env=environ, timeout=600
-    )
-    assert result.returncode == 0, result.stderr
-    deltas = json.loads(result.stdout)
-    assert len(deltas) == 19 and all(abs(delta) < 100 for delta in deltas.values()), deltas

@@ -1,57 +1,202 @@
-"""Patched grpc behaves as stock grpc: each case runs one scenario on stock grpc, then on patched grpc, and compares.
+"""grpc.aio's Metadata with fastcommon's methods, and its iterator: what users, interceptors and grpc see is stock
+grpc's, case by case (each difference a crash review found), for any operations in any order, and over real aio
+RPCs."""
 
-A scenario builds its own objects each time it runs. It runs on stock grpc first (the autouse fixture stock_grpc
-starts every test with it), then under fastcommon.patched() with warnings as errors. What it returns (plain data:
-results, which user code ran and how often, the state left) and what it raised (type and text) must be equal.
-"""
-
+import asyncio
 import collections
 import gc
 import inspect
-import logging
 import pickle
+import sys
 import typing
-import unittest.mock
 import warnings
 import weakref
 
-import helpers
 import pytest
-from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO
+from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO, expected_patch
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
-from grpc import _common  # noqa: E402
-from grpc._cython import cygrpc  # noqa: E402
-from grpc.aio import Metadata  # noqa: E402  (grpc's own class: patch() replaces methods on it)
-from grpc.aio._channel import _BaseMultiCallable  # noqa: E402
+import copy
 
-import fastcommon  # noqa: E402
+import helpers
+import hostile
+from grpc.aio import _channel
+from grpc.aio import _metadata as grpc_metadata
+from grpc.aio._channel import _BaseMultiCallable
+from helpers import assert_like_stock, outcome, probes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+import fastcommon
+from grpc_echo import aio_echo_server
+
+Metadata = grpc_metadata.Metadata
+OFFERED = tuple(name for name in expected_patch() if name in GRPC_METADATA_ORIGINALS)
+compiled_methods = pytest.mark.skipif(not OFFERED, reason="fastcommon builds no Metadata methods here: pure Python")
+HAS_CREATE = "Metadata._create" in GRPC_METADATA_ORIGINALS  # grpcio 1.80 and later
 
 
-def outcome(action):
-    """What action() returned, or the type and text of what it raised."""
-    try:
-        return "returned", action()
-    except Exception as exc:
-        return "raised", type(exc).__name__, str(exc)
+def grpc_metadata_owns():
+    """grpc's own methods of its Metadata class that fastcommon offers here, by the names fastcommon gives them."""
+    return {
+        name: own for name, own in GRPC_METADATA_ORIGINALS.items() if name.startswith("Metadata.") and name in OFFERED
+    }
 
 
-def assert_like_stock(scenario, *names):
-    """outcome(scenario) on stock grpc, then on grpc patched with ``names`` among what is replaced (warnings are
-    errors there): they must be equal. A name this build offers nothing for skips the test, saying why; one that
-    stays grpc's fails it: stock compared with stock shows nothing."""
-    assert names, "name what the scenario compares"
-    for name in names:
-        if why := helpers.unavailable(name):
-            pytest.skip(f"{name}: {why}")
-    stock = outcome(scenario)
+def stock_class():
+    """A class that behaves as stock grpc's Metadata whatever is patched: grpc's own methods, its name."""
+    return helpers.metadata_stand_in()
+
+
+def stock_and_patched(scenario):
+    """The outcome of ``scenario(cls)`` on stock grpc's Metadata, and on grpc's own class patched by fastcommon."""
+    stock = probes.outcome(scenario, stock_class())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with fastcommon.patched():
-            assert [name for name in names if not fastcommon.is_patched(name)] == []
-            patched = outcome(scenario)
-    assert patched == stock, f"\n stock:   {stock!r}\n patched: {patched!r}"
+            patched = probes.outcome(scenario, Metadata)
+    return stock, patched
+
+
+@compiled_methods
+def test_patch_puts_fastcommons_methods_on_grpcs_own_class_and_unpatch_takes_them_off():
+    with fastcommon.patched() as replaced:
+        assert set(OFFERED) <= set(replaced)
+        assert grpc.aio.Metadata is Metadata and type(Metadata) is type(stock_class())
+        for name in OFFERED:
+            assert helpers.current(name) is not GRPC_METADATA_ORIGINALS[name] and fastcommon.is_patched(name)
+            own, ours, wrapping = GRPC_METADATA_ORIGINALS[name], helpers.current(name), (classmethod, staticmethod)
+            assert type(ours) is type(own) if isinstance(own, wrapping) else not isinstance(ours, wrapping)
+            # Its names, doc, signature and the rest: test_a_replaced_method_answers_for_itself_as_grpcs_own.
+        metadata = Metadata(("k", "v"))
+        assert isinstance(metadata, Metadata) and isinstance(metadata, grpc.aio.Metadata)
+        assert type(iter(metadata)).__name__ == "MetadataIterator"  # what a user can see: it is not a generator
+    for name, own in GRPC_METADATA_ORIGINALS.items():
+        assert helpers.current(name) is own
+
+
+KEY = st.one_of(st.text(max_size=12), st.sampled_from(["a", "b", "user-agent", "x-bin"]), st.integers(0, 3))
+VALUE = st.one_of(st.text(max_size=12), st.binary(max_size=8), st.none(), st.integers())
+PAIR = st.tuples(KEY, VALUE)
+
+
+@compiled_methods
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(PAIR, max_size=8), shape=st.sampled_from(["tuple", "list", "entries"]))
+def test_any_metadata_is_made_and_read_as_stock_grpc_makes_and_reads_it(pairs, shape):
+    given_pairs = {"tuple": tuple, "list": lambda ps: [list(p) for p in ps], "entries": lambda ps: tuple(
+        probes.Entry(*p) for p in ps)}[shape](pairs)  # fmt: skip
+
+    def scenario(cls):
+        made = [cls(*given_pairs), cls.from_tuple(tuple(given_pairs)), _channel._BaseMultiCallable._init_metadata(
+            given_pairs)]  # fmt: skip
+        return [(metadata, tuple(metadata), len(metadata), repr(metadata), metadata == tuple(pairs))
+                for metadata in made]  # fmt: skip
+
+    stock, patched = stock_and_patched(scenario)
+    assert patched == stock
+
+
+@compiled_methods
+@settings(max_examples=300, deadline=None)
+@given(scenario=hostile.SCENARIO)
+def test_keys_and_pairs_that_run_code_midway_end_as_with_stock_grpc(scenario):
+    # A key whose hash empties, shortens or lengthens a later list pair, replaces or deletes _metadata, rebinds the
+    # class's add or gives the instance one; pairs of every container, the wrong length late; every way to make one.
+    def making(init_metadata):
+        return lambda cls: hostile.run(scenario, cls, init_metadata, Metadata)
+
+    stock = probes.outcome(making(GRPC_METADATA_ORIGINALS["_BaseMultiCallable._init_metadata"].__func__), stock_class())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastcommon.patched():
+            patched = probes.outcome(making(_channel._BaseMultiCallable._init_metadata), Metadata)
+    assert patched == stock
+
+
+def _fastcommons_class(namespace, metaclass=type):
+    """A subclass of grpc's Metadata made with ``namespace`` first, then fastcommon's methods made for it."""
+    owns = grpc_metadata_owns()
+    cls = metaclass("Metadata", (Metadata,), {**namespace, **{name.split(".")[1]: f for name, f in owns.items()}})
+    for name, made in fastcommon.fast_metadata.metadata_methods(owns, cls).items():
+        setattr(cls, name.split(".")[1], made)
+    return cls
+
+
+@compiled_methods
+def test_methods_are_made_only_for_a_class_whose_instances_object_makes():
+    owns = grpc_metadata_owns()
+    unsafe = type("Unsafe", (Metadata, dict), {"__new__": object.__new__})  # object.__new__ does not fit dict
+    for cls in (
+        type("Sub", (Metadata, dict), {}),
+        type("Own", (Metadata,), {"__new__": lambda cls: None}),
+        unsafe,
+        len,
+    ):
+        with pytest.raises(TypeError, match="metadata_methods"):
+            fastcommon.fast_metadata.metadata_methods(owns, cls)
+
+
+@compiled_methods
+def test_methods_read_their_class_own_dict_past_a_metaclass_that_gives_another():
+    looked_up = []
+
+    class Shown(dict):
+        def __getitem__(self, name):
+            looked_up.append(name)
+            raise KeyError(name)
+
+    class Misleading(type(Metadata)):
+        @property
+        def __dict__(cls):
+            return Shown(type.__dict__["__dict__"].__get__(cls))
+
+    cls = _fastcommons_class({}, Misleading)
+    made = cls(("a", "1"), ("b", "2"), ("a", "3"))
+    assert (dict(made._metadata), list(made), looked_up) == (
+        {"a": ["1", "3"], "b": ["2"]},
+        [("a", "1"), ("a", "3"), ("b", "2")],
+        [],
+    )
+
+
+@compiled_methods
+def test_the_iterator_refuses_to_be_copied_or_pickled_as_the_generator_does():
+    refused = []
+    for metadata in (stock_class()(*probes.PAIRS), None):
+        if metadata is None:
+            with fastcommon.patched():
+                metadata = Metadata(*probes.PAIRS)
+                iterator = iter(metadata)
+        else:
+            iterator = iter(metadata)
+        next(iterator)
+        answers = []
+        for attempt in (copy.copy, copy.deepcopy, pickle.dumps, lambda it: it.__reduce_ex__(2)):
+            with pytest.raises(TypeError) as raised:
+                attempt(iterator)
+            answers.append(type(raised.value))
+        answers.append([name for name in ("__setstate__", "__reduce__") if name in type(iterator).__dict__])
+        answers.append(list(iterator))  # what it had left, untouched by the attempts
+        refused.append(answers)
+    assert refused[1] == refused[0]
+    with pytest.raises(TypeError):
+        type(iter(Metadata()))()  # and nothing outside can make one
+
+
+@compiled_methods
+def test_pickles_of_grpcs_own_class_are_the_same_bytes():
+    pairs = (("a", "1"), ("b", b"\x00"), ("a", "3"))
+    stock = pickle.dumps(Metadata(*pairs))
+    with fastcommon.patched():
+        patched = Metadata(*pairs)
+        assert pickle.dumps(patched) == stock
+    assert tuple(pickle.loads(stock)) == tuple(patched)
+
+
+# ------------------------------------------------------------------ case by case, stock grpc against patched
 
 
 def replaceable_of(label):
@@ -73,138 +218,6 @@ def held(metadata):
     """What a Metadata holds, read without running its methods or its keys' __hash__/__eq__."""
     found = vars(metadata).get("_metadata")
     return [(str(key), values) for key, values in dict.items(found)] if isinstance(found, dict) else repr(found)
-
-
-# ---------------------------------------------------------------- grpc._common's functions
-
-
-class Asked(str):
-    """A str whose __class__ records each read in ``log`` and gives ``claim`` (its own class when None)."""
-
-    def __new__(cls, text, log, claim=None):
-        made = super().__new__(cls, text)
-        made.log, made.claim = log, claim
-        return made
-
-    @property
-    def __class__(self):
-        self.log.append("__class__")
-        return self.claim or type(self)
-
-
-ARGUMENTS = {
-    "Mock(spec=bytes)": lambda log: unittest.mock.Mock(spec=bytes),
-    "a str claiming to be bytes": lambda log: Asked("text", log, bytes),
-    "a str whose __class__ is read": lambda log: Asked("text", log),
-}
-
-
-@pytest.mark.parametrize("function", ["encode", "decode"])
-@pytest.mark.parametrize("argument", sorted(ARGUMENTS))
-def test_encode_and_decode_ask_isinstance_as_grpc_does(function, argument):
-    """encode/decode decide "bytes or not" by isinstance, as grpc does: its __class__ is read, and believed."""
-
-    def scenario():
-        log = []
-        given = ARGUMENTS[argument](log)
-        result = outcome(lambda: getattr(_common, function)(given))
-        reads = list(log)
-        if result[0] == "returned":  # whether it is the argument itself, and its type
-            result = "returned", result[1] is given, type(result[1]).__name__
-        calls = [str(call) for call in given.mock_calls] if argument == "Mock(spec=bytes)" else []
-        return result, reads, calls
-
-    assert_like_stock(scenario, function)
-
-
-@pytest.mark.parametrize("function", ["serialize", "deserialize"])
-def test_failures_are_logged_on_the_logger_grpc_common_holds_at_call_time(function):
-    """A user's logger bound to grpc._common._LOGGER gets the (de)serializer's failures, as with stock grpc."""
-
-    def scenario():
-        records = []
-
-        class Keep(logging.Handler):
-            def emit(self, record):
-                records.append((record.name, record.levelname, record.getMessage()))
-
-        rebound, grpcs = logging.getLogger("test_like_stock_grpc.rebound"), logging.getLogger("grpc._common")
-        keep, own = Keep(), _common._LOGGER
-        rebound.addHandler(keep), grpcs.addHandler(keep)
-        _common._LOGGER = rebound
-        try:
-            result = getattr(_common, function)(b"x", lambda message: 1 / 0)
-        finally:
-            _common._LOGGER = own
-            rebound.removeHandler(keep), grpcs.removeHandler(keep)
-        return result, records
-
-    assert_like_stock(scenario, function)
-
-
-# ---------------------------------------------------------------- cygrpc._Metadatum, grpc's metadata entry class
-
-
-def test_entries_are_instances_of_the_entry_class():
-    """isinstance/issubclass/type checks against cygrpc._Metadatum answer as with grpc's namedtuple class."""
-
-    def scenario():
-        entry = cygrpc._Metadatum("k", "v")
-        return [
-            outcome(lambda: isinstance(entry, cygrpc._Metadatum)),
-            outcome(lambda: issubclass(cygrpc._Metadatum, tuple)),
-            outcome(lambda: isinstance(("k", "v"), cygrpc._Metadatum)),
-        ]  # type(entry) is cygrpc._Metadatum cannot hold: what grpc calls is not the class (docs/safety.md)
-
-    assert_like_stock(scenario, "_Metadatum")
-
-
-ENTRY_CLASS_READS = {
-    "_fields": lambda cls: cls._fields,
-    "_make": lambda cls: repr(cls._make(("k", "v"))),
-    "__name__": lambda cls: cls.__name__,
-    "__qualname__": lambda cls: cls.__qualname__,
-    "__module__": lambda cls: cls.__module__,
-    "_field_defaults": lambda cls: cls._field_defaults,
-    "__doc__": lambda cls: cls.__doc__,
-    "repr": repr,
-    "a subclass": lambda cls: repr(_subclass(cls)("k", "v")),
-    "cls[str]": lambda cls: repr(cls[str]),
-    "cls == type(entry)": lambda cls: [cls == type(cls("k", "v")), cls != type(cls("k", "v")), cls == tuple],  # noqa: E721
-    "a dict keyed by the class": lambda cls: [{type(cls("k", "v")): 1}.get(cls), {cls: 1}.get(type(cls("k", "v")))],
-    "cls | None": lambda cls: [repr(cls | None), repr(None | cls), repr(cls | int)],
-    "a weak reference": lambda cls: weakref.ref(cls)() is cls,
-    "issubclass(cls, cls)": lambda cls: issubclass(cls, cls),
-    "== an object that declines": lambda cls: _declining(cls),
-}
-
-
-def _declining(cls):
-    """cls == an object whose __eq__ returns NotImplemented: how often it is asked, and the answer."""
-    asked = []
-
-    class Declines:
-        def __eq__(self, other):
-            asked.append(other is cls)
-            return NotImplemented
-
-    return Declines() == cls, cls == Declines(), asked
-
-
-def _subclass(cls):
-    class Entry(cls):  # a class statement; type("Entry", (cls,), {}) takes classes alone (docs/safety.md)
-        pass
-
-    return Entry
-
-
-@pytest.mark.parametrize("read", sorted(ENTRY_CLASS_READS))
-def test_the_entry_class_reads_as_grpcs_namedtuple(read):
-    """What cygrpc._Metadatum gives for one attribute read (or use) is what grpc's namedtuple class gives."""
-    assert_like_stock(lambda: ENTRY_CLASS_READS[read](cygrpc._Metadatum), "_Metadatum")
-
-
-# ---------------------------------------------------------------- grpc.aio's Metadata
 
 
 @pytest.mark.parametrize("name", sorted(GRPC_METADATA_ORIGINALS))
@@ -576,7 +589,7 @@ def test_methods_take_their_parameters_by_name_as_grpcs_do(method):
         call = getattr(Metadata, method)
         arguments = {"self": metadata} if method in ("__len__", "__iter__") else {"self": metadata, "key": "a"}
         result = outcome(lambda: call(**arguments))
-        return list(result[1]) if method == "__iter__" and result[0] == "returned" else result
+        return list(result[2]) if method == "__iter__" and result[0] == "returned" else result
 
     assert_like_stock(scenario, replaceable_of(method))
 
@@ -718,8 +731,8 @@ def test_calls_with_the_wrong_arguments_fail_as_with_stock_grpc(call):
     argument parsing's (docs/safety.md), which names the method too."""
 
     def kind_of_failure():
-        kind, *text = outcome(CALLS[call])
-        return kind, text[0], text[1].split("(")[0].rpartition(".")[2] if text else None
+        kind, *observed = outcome(CALLS[call])
+        return kind, observed[0], observed[1].split("(")[0].rpartition(".")[2] if kind == "raised" else None
 
     assert_like_stock(kind_of_failure, replaceable_of(call))
 
@@ -730,3 +743,195 @@ def test_calls_with_the_wrong_arguments_fail_as_with_stock_grpc(call):
 def test_a_metadata_made_with_the_wrong_arguments_fails_in_grpcs_words(call):
     """Metadata(...) with keywords, or __init__ without an instance: grpc's own error, word for word."""
     assert_like_stock(call, "Metadata.__init__")
+
+
+# ------------------------------------------------------------------ any operations, in any order
+
+
+class Operations(RuleBasedStateMachine):
+    """The same operations on stock grpc's Metadata and on grpc's own patched: the same answers and state."""
+
+    def __init__(self):
+        super().__init__()
+        self.stock, self.patched = stock_class()(), Metadata()
+        self.iterators = None  # (stock's, patched's), while one is open
+
+    def both(self, operation):
+        answers = [probes.outcome(operation, metadata) for metadata in (self.stock, self.patched)]
+        assert answers[1] == answers[0]
+
+    @rule(key=KEY, value=VALUE)
+    def add(self, key, value):
+        self.both(lambda m: m.add(key, value))
+
+    @rule(key=KEY, value=VALUE)
+    def set(self, key, value):
+        self.both(lambda m: m.__setitem__(key, value))
+
+    @rule(key=KEY)
+    def read(self, key):
+        self.both(lambda m: [m.get(key), m.get(key, "d"), m.get_all(key), key in m])
+        self.both(lambda m: m[key])
+
+    @rule(key=KEY)
+    def delete(self, key):
+        self.both(lambda m: m.__delitem__(key))
+
+    @rule(key=KEY, values=st.lists(VALUE, max_size=3) | st.tuples(VALUE))
+    def set_all(self, key, values):
+        self.both(lambda m: m.set_all(key, list(values) if isinstance(values, list) else values))
+
+    @rule()
+    def whole(self):
+        self.both(lambda m: [tuple(m), len(m), repr(m), bool(m)])
+
+    @rule(scenario=hostile.SCENARIO.filter(lambda scenario: scenario.maker.startswith("__init__")))
+    def init_again(self, scenario):
+        # __init__ again, with keys and pairs that run code midway: its instance is the one the machine holds.
+        def again(metadata):
+            cls = type(metadata)
+            fresh = hostile.run(scenario, cls, None, None)
+            vars(metadata).clear()
+            vars(metadata).update(vars(fresh))
+
+        self.both(again)
+
+    @rule(key=st.sampled_from(["a", "b"]), action=st.sampled_from(hostile.ACTIONS))
+    def add_hostile_key(self, key, action):
+        def adding(metadata):
+            objects = hostile._Objects(type(metadata))
+            objects.instance = metadata
+            try:
+                return metadata.add(probes.Hashing(key, lambda: hostile._act(action, objects)), "v")
+            finally:
+                objects.running = False
+                type(metadata).add = objects.own_add
+                vars(metadata).pop("add", None)
+
+        self.both(adding)
+
+    @rule()
+    def start_iterating(self):
+        self.iterators = iter(self.stock), iter(self.patched)
+
+    @precondition(lambda self: self.iterators is not None)
+    @rule()
+    def step(self):
+        stock, patched = (probes.outcome(lambda it: next(it), iterator) for iterator in self.iterators)
+        assert patched == stock
+
+    @invariant()
+    def same_state(self):
+        assert probes.state(self.patched) == probes.state(self.stock)
+
+
+@compiled_methods
+def test_any_sequence_of_operations_answers_as_stock_grpc():
+    with fastcommon.patched():
+        run_state_machine_as_test(Operations, settings=settings(max_examples=60, stateful_step_count=30, deadline=None))
+
+
+# ------------------------------------------------------------------ real asyncio servers and clients
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+class InjectingAndReading(grpc.aio.UnaryUnaryClientInterceptor):
+    """What opentelemetry's aio client interceptor does (a Metadata made again, a header set), and reads."""
+
+    def __init__(self):
+        self.seen = []
+
+    async def intercept_unary_unary(self, continuation, details, request):
+        metadata = details.metadata
+        mutable = grpc.aio.Metadata() if not metadata else grpc.aio.Metadata(*tuple(metadata))
+        mutable["traceparent"] = TRACEPARENT
+        self.seen.append((type(metadata), tuple(metadata or ()), mutable.get("x-one"), "x-two" in mutable,
+                          mutable.get_all("x-one"), len(mutable)))  # fmt: skip
+        details = grpc.aio.ClientCallDetails(
+            details.method, details.timeout, mutable, details.credentials, details.wait_for_ready
+        )
+        return await continuation(details, request)
+
+
+def metadata_servicer(pb2, pb2_grpc):
+    class Servicer(pb2_grpc.EchoServiceServicer):
+        async def Unary(self, request, context):
+            received = tuple((key, value) for key, value in context.invocation_metadata() if key != "user-agent")
+            await context.send_initial_metadata((("x-initial", "first"), ("x-initial-bin", b"\x01")))
+            context.set_trailing_metadata((("x-trailing", "last"),))
+            if request.text == "abort":
+                await context.abort(grpc.StatusCode.NOT_FOUND, "nothing")
+            return pb2.Echo(text=repr(received))
+
+    return Servicer()
+
+
+def aio_round_trip(stubs, metadata):
+    pb2, pb2_grpc = stubs
+
+    def seen_metadata(metadata):
+        return type(metadata), tuple(metadata), metadata.get("x-initial")
+
+    async def round_trip():
+        interceptor = InjectingAndReading()
+        async with (
+            aio_echo_server(pb2, pb2_grpc, servicer=metadata_servicer(pb2, pb2_grpc)) as address,
+            grpc.aio.insecure_channel(address, interceptors=[interceptor]) as channel,
+            grpc.aio.insecure_channel(address) as plain,
+        ):
+            answers = []
+            for chosen in (channel, plain):
+                call = pb2_grpc.EchoServiceStub(chosen).Unary(pb2.Echo(text="m"), metadata=metadata, timeout=30)
+                reply = await call
+                answers += [reply.text, seen_metadata(await call.initial_metadata()),
+                            seen_metadata(await call.trailing_metadata())]  # fmt: skip
+                try:
+                    await pb2_grpc.EchoServiceStub(chosen).Unary(pb2.Echo(text="abort"), metadata=metadata, timeout=30)
+                except grpc.aio.AioRpcError as error:
+                    answers += [error.code(), seen_metadata(error.initial_metadata()),
+                                seen_metadata(error.trailing_metadata())]  # fmt: skip
+        return answers, interceptor.seen
+
+    return asyncio.run(round_trip())
+
+
+METADATA_SHAPES = {
+    "none": None,
+    "a tuple": (("x-one", "1"), ("x-two", "2"), ("x-one", "again"), ("x-bin", b"\x00\xff")),
+    "a list": [("x-one", "1")],
+    "a Metadata": "a Metadata",
+    "empty": (),
+}
+
+
+@compiled_methods
+@pytest.mark.parametrize("shape", sorted(METADATA_SHAPES))
+def test_an_aio_client_with_interceptors_sends_and_receives_what_stock_grpc_does(stubs, shape):
+    def metadata():
+        given_metadata = METADATA_SHAPES[shape]
+        return grpc.aio.Metadata(("x-one", "m"), ("x-two", "n")) if given_metadata == "a Metadata" else given_metadata
+
+    stock = aio_round_trip(stubs, metadata())
+    with fastcommon.patched() as replaced:
+        assert "Metadata.__init__" in replaced
+        patched = aio_round_trip(stubs, metadata())
+    assert patched == stock
+    answers, seen = stock
+    assert "traceparent" in answers[0] and grpc.StatusCode.NOT_FOUND in answers
+    assert seen[0][-1] >= 1
+
+
+@compiled_methods
+def test_the_replaced_methods_leave_refcounts_flat():
+    key, value = "x-refcount", b"\x00value"
+    with fastcommon.patched():
+        before = sys.getrefcount(key), sys.getrefcount(value)
+        for _ in range(5_000):
+            metadata = _channel._BaseMultiCallable._init_metadata(((key, value), ("b", "c")))
+            metadata[key] = value
+            metadata.add(key, value)
+            tuple(metadata), len(metadata), metadata.get(key), metadata.get_all(key), key in metadata
+            Metadata.from_tuple(((key, value),)), Metadata._create(((key, value),)) if HAS_CREATE else None
+            del metadata
+        assert (sys.getrefcount(key), sys.getrefcount(value)) == before
