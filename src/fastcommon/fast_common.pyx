@@ -5,8 +5,6 @@
 counted twins for ``python -m fastcommon run --report``, the same code with a C counter in front (no Python frame).
 """
 
-from fastcommon.common import logger as _logger
-
 cimport cython
 from cpython.bytes cimport PyBytes_CheckExact
 from cpython.object cimport PyObject_IsInstance
@@ -48,7 +46,8 @@ cdef inline object _transform(object message, object transformer, str exception_
     try:
         return transformer(message)
     except Exception:
-        _logger().exception(exception_message)  # common.logger(): grpc._common's _LOGGER at the call
+        from fastcommon.common import logger  # at the call, so that this module imports alone (setup.py checks it)
+        logger().exception(exception_message)  # grpc._common's _LOGGER at the call, or the gate's recorder
         return None
 
 
