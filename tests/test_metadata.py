@@ -643,6 +643,20 @@ def test_a_replaced_instance_dict_is_read_as_often_as_stock_grpc_reads_it(holdin
     assert_like_stock(scenario, replaceable_of(method))
 
 
+@pytest.mark.parametrize("error", [IndexError, ValueError, KeyError, AttributeError])
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_a_metadata_property_that_raises_raises_or_defaults_as_stock_grpc(method, error):
+    """A subclass whose _metadata raises as it is read: grpc's __getitem__ turns an IndexError or ValueError into a
+    KeyError (so get returns its default); every method fails, or not, as stock grpc's."""
+    failing = type("Failing", (Metadata,), {"_metadata": property(lambda self: (_ for _ in ()).throw(error("read")))})
+
+    def scenario():
+        metadata = failing.__new__(failing)
+        return outcome(lambda: METHODS[method](metadata))
+
+    assert_like_stock(scenario, replaceable_of(method))
+
+
 def _with_methods_of_its_own(metadata):
     """m._metadata, an exact OrderedDict, given items/values/get of its own (an OrderedDict instance has a __dict__)."""
     held = metadata._metadata

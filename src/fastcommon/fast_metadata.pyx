@@ -330,10 +330,10 @@ cdef object _make_len(object grpcs, _Methods methods, Py_ssize_t counter):
 cdef object _getitem(object self, object key, _Methods methods):
     """grpc's __getitem__: self._metadata[key][0], and a KeyError for a missing first value."""
     cdef PyObject *found
-    metadata = self._metadata
-    if type(metadata) is not _OrderedDict:
-        return _deeper(methods.grpcs_getitem, _read(metadata), key)
     try:
+        metadata = self._metadata
+        if type(metadata) is not _OrderedDict:
+            return _deeper(methods.grpcs_getitem, _read(metadata), key)
         if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
             raise KeyError(key)
         values = <object>found
