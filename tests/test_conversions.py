@@ -94,6 +94,33 @@ def test_failure_is_logged_on_the_logger_grpc_common_holds_at_call_time(impl, or
     assert ours == logged(oracle[name]) and [logger for logger, _, _ in ours[1]] == ["test_conversions.rebound"]
 
 
+CONFIGURED_BEFORE_GRPC = """
+import logging.config, sys
+{first}
+logging.config.dictConfig({{"version": 1, "disable_existing_loggers": True,
+                           "handlers": {{"out": {{"class": "logging.StreamHandler", "stream": "ext://sys.stdout"}}}},
+                           "root": {{"handlers": ["out"], "level": "ERROR"}}}})
+import grpc._common
+{then}
+grpc._common.serialize(b"message", lambda message: 1 / 0)
+"""
+
+
+def test_a_logging_configuration_made_before_grpc_is_imported_treats_grpcs_logger_as_stock():
+    """import fastcommon, then a dictConfig that disables the loggers there are, then import grpc: grpc's logger did
+    not exist yet, so it stays enabled and a failing serializer is logged, as without fastcommon."""
+    pytest.importorskip("grpc")
+
+    def printed(first, then):
+        program = CONFIGURED_BEFORE_GRPC.format(first=first, then=then)
+        lines = helpers.python("-c", program, check_status=0).stdout.splitlines()
+        return lines[:1] + lines[-1:]  # the message and the exception; the frames between are each one's own
+
+    stock = printed("", "")
+    assert stock == ["Exception serializing message!", "ZeroDivisionError: division by zero"]
+    assert printed("import fastcommon", "fastcommon.patch()") == stock
+
+
 class Asked(str):
     """A str whose __class__ records each read in ``log`` and gives ``claim`` (its own class when None)."""
 

@@ -8,8 +8,6 @@ import threading
 from collections.abc import Callable
 from typing import Any, AnyStr
 
-# grpc logs (de)serializer failures on its module's _LOGGER, read at each call; so do we.
-_LOGGER = logging.getLogger("grpc._common")
 PROBING = threading.local()  # .recorder: what the patch gate logs on instead, in the thread that probes
 
 
@@ -20,9 +18,10 @@ def logger() -> Any:
 
 
 def grpcs_logger() -> logging.Logger:
-    """grpc._common's _LOGGER at the call, once grpc is imported."""
+    """grpc._common's _LOGGER, read at the call as grpc reads it. Before grpc is imported, the logger it will take:
+    asked for only now, so that a logging configuration made before grpc's import treats it as grpc's."""
     grpc_common = sys.modules.get("grpc._common")
-    return _LOGGER if grpc_common is None else grpc_common._LOGGER
+    return logging.getLogger("grpc._common") if grpc_common is None else grpc_common._LOGGER
 
 
 def encode(s: AnyStr, /) -> bytes:
