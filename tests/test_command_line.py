@@ -538,21 +538,24 @@ def test_many_differences_show_50_and_no_line_is_over_160_characters_but_a_longe
     assert [line for line in lines if len(line) > 160] == [f"  test_many.py::test_module[00{'x' * 150}]:"]
 
 
-def test_a_pytest_that_the_suite_runs_records_nothing(folder):
+@pytest.mark.parametrize("given", [None, "", "their_plugin"])
+def test_a_pytest_that_the_suite_runs_records_nothing_and_sees_pytest_plugins_as_given(folder, given):
     (folder / "inner").mkdir()
     write(folder, "inner/test_inner.py", "def test_inner():\n    pass\n")
+    write(folder, "their_plugin.py", "")
     write(
         folder,
         "test_outer.py",
-        """
-        import subprocess, sys
+        f"""
+        import os, subprocess, sys
 
         def test_outer():
+            assert os.environ.get("PYTEST_PLUGINS") == {given!r}
             inner = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "inner"])
             assert inner.returncode == 0
     """,
     )
-    result = compare(*PYTEST, "test_outer.py", cwd=folder)
+    result = compare(*PYTEST, "test_outer.py", cwd=folder, env={"PYTEST_PLUGINS": given})
     assert result.stdout.endswith(": 1 passed (exit status 0)\n"), result.stdout + result.stderr
 
 

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from . import _launcher, _report
 
 OUTCOMES_VARIABLE = "FASTCOMMON_COMPARE_OUTCOMES"
+GIVEN_PLUGINS_VARIABLE = "FASTCOMMON_COMPARE_PYTEST_PLUGINS"  # PYTEST_PLUGINS as the program was given it, if set
 SHOWN = 50  # differing tests listed; the rest are counted
 COUNTED = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")  # pytest's order in its summary line
 NOT_RUN = "not run"
@@ -58,8 +59,11 @@ def compare(program: list[str], report: bool, stdout: bool) -> int:
 def run(name: str, program: list[str], environ: dict[str, str], folder: str) -> Run:
     """Run the program once in ``environ``, its output in ``folder``; say on stderr as it starts, goes and ends."""
     outcomes = os.path.join(folder, f"{name}.outcomes.jsonl")
-    plugins = ",".join(filter(None, [environ.get("PYTEST_PLUGINS"), __name__]))
+    given = environ.get("PYTEST_PLUGINS")  # pytest_configure gives it back, for the processes pytest starts
+    plugins = f"{given},{__name__}" if given else __name__  # pytest refuses an empty entry
     environ = {**environ, "PYTEST_PLUGINS": plugins, OUTCOMES_VARIABLE: outcomes}
+    if given is not None:
+        environ[GIVEN_PLUGINS_VARIABLE] = given
     command = _launcher.command(program)
     progress(f"{name} run: {shlex.join(['python', *program])}")
     started = time.monotonic()
@@ -192,6 +196,10 @@ def report_lines(path: str) -> list[str]:
 
 def pytest_configure(config: Any) -> None:  # pytest's hook: this module is its plugin in both runs
     path = os.environ.pop(OUTCOMES_VARIABLE, None)  # a pytest that this one starts records nothing
+    if path:  # the processes this pytest starts see PYTEST_PLUGINS as the program was given it
+        os.environ.pop("PYTEST_PLUGINS", None)
+        if (given := os.environ.pop(GIVEN_PLUGINS_VARIABLE, None)) is not None:
+            os.environ["PYTEST_PLUGINS"] = given
     if path and not hasattr(config, "workerinput"):  # the controller of xdist's workers sees every report
         config.pluginmanager.register(Recorder(config, path), "fastcommon-compare-recorder")
 
