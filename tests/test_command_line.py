@@ -559,6 +559,16 @@ def test_a_pytest_that_the_suite_runs_records_nothing_and_sees_pytest_plugins_as
     assert result.stdout.endswith(": 1 passed (exit status 0)\n"), result.stdout + result.stderr
 
 
+def test_pytest_plugins_that_the_programs_conftest_sets_is_kept(folder):
+    write(folder, "their_plugin.py", "")
+    write(folder, "conftest.py", 'import os\nos.environ["PYTEST_PLUGINS"] = "their_plugin"\n')
+    write(
+        folder, "test_it.py", 'import os\n\ndef test_it():\n    assert os.environ["PYTEST_PLUGINS"] == "their_plugin"'
+    )
+    result = compare(*PYTEST, "test_it.py", cwd=folder)
+    assert result.stdout.endswith(": 1 passed (exit status 0)\n"), result.stdout + result.stderr
+
+
 def test_a_program_whose_exit_status_differs_and_what_compare_says_as_it_goes(folder):
     result = compare("-c", EXITS_PATCHED, cwd=folder)
     assert (result.returncode, result.stdout.splitlines()[:2]) == (

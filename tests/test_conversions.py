@@ -79,6 +79,15 @@ def test_failure_is_logged_with_traceback(impl, name, caplog):
 
 
 @pytest.mark.parametrize("name", ["serialize", "deserialize"])
+def test_a_failure_is_logged_without_an_import(impl, oracle, name, monkeypatch):
+    """A failing (de)serializer is logged with nothing imported at the call (none can be at interpreter shutdown):
+    fastcommon.common gone from sys.modules, the call answers and logs as grpc's."""
+    monkeypatch.setitem(sys.modules, "fastcommon.common", None)
+    failing = serialize_raises_exception
+    assert outcome(getattr(impl, name), b"message", failing) == outcome(oracle[name], b"message", failing)
+
+
+@pytest.mark.parametrize("name", ["serialize", "deserialize"])
 def test_failure_is_logged_on_the_logger_grpc_common_holds_at_call_time(impl, oracle, name, monkeypatch, caplog):
     """grpc reads its module's _LOGGER at each call: a user's logger bound there after import gets the record, as
     with grpc's own function, and grpc's logger none."""

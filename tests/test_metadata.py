@@ -657,6 +657,42 @@ def test_a_metadata_property_that_raises_raises_or_defaults_as_stock_grpc(method
     assert_like_stock(scenario, replaceable_of(method))
 
 
+class ReprFailsOnce:
+    """A key whose repr raises ValueError the first time: grpc's KeyError text for a key with no first value."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def __repr__(self):
+        self.calls.append("repr")
+        if len(self.calls) == 1:
+            raise ValueError("repr")
+        return "ReprFailsOnce()"
+
+
+METHOD_CALLS = {"get": lambda m, key: m.get(key, "default"), "getitem": lambda m, key: m[key]}
+
+
+@pytest.mark.parametrize("holding", [dict, collections.OrderedDict])
+@pytest.mark.parametrize("method", ["get", "getitem"])
+def test_a_key_whose_repr_fails_raises_as_stock_grpc(method, holding):
+    """m._metadata = {key: []}: grpc's __getitem__ words a KeyError with repr(key), which raises; the error, its
+    context and cause, and how often repr ran are stock grpc's, on its own method's path and on fastcommon's."""
+
+    def scenario():
+        calls = []
+        key = ReprFailsOnce(calls)
+        metadata = Metadata()
+        metadata._metadata = holding({key: []})
+        try:
+            result = ("returned", METHOD_CALLS[method](metadata, key))
+        except Exception as error:
+            result = ("raised", repr(error), repr(error.__cause__), repr(error.__context__))
+        return result, calls
+
+    assert_like_stock(scenario, replaceable_of(method))
+
+
 def _with_methods_of_its_own(metadata):
     """m._metadata, an exact OrderedDict, given items/values/get of its own (an OrderedDict instance has a __dict__)."""
     held = metadata._metadata

@@ -60,8 +60,7 @@ def run(name: str, program: list[str], environ: dict[str, str], folder: str) -> 
     """Run the program once in ``environ``, its output in ``folder``; say on stderr as it starts, goes and ends."""
     outcomes = os.path.join(folder, f"{name}.outcomes.jsonl")
     given = environ.get("PYTEST_PLUGINS")  # pytest_configure gives it back, for the processes pytest starts
-    plugins = f"{given},{__name__}" if given else __name__  # pytest refuses an empty entry
-    environ = {**environ, "PYTEST_PLUGINS": plugins, OUTCOMES_VARIABLE: outcomes}
+    environ = {**environ, "PYTEST_PLUGINS": with_this_plugin(given), OUTCOMES_VARIABLE: outcomes}
     if given is not None:
         environ[GIVEN_PLUGINS_VARIABLE] = given
     command = _launcher.command(program)
@@ -194,11 +193,17 @@ def report_lines(path: str) -> list[str]:
     return [f"fastcommon compare --report: what each patched process saved ({len(summaries):,})", blocks.rstrip("\n")]
 
 
+def with_this_plugin(given: str | None) -> str:
+    """PYTEST_PLUGINS with this module added to what the program was given (pytest refuses an empty entry)."""
+    return f"{given},{__name__}" if given else __name__
+
+
 def pytest_configure(config: Any) -> None:  # pytest's hook: this module is its plugin in both runs
     path = os.environ.pop(OUTCOMES_VARIABLE, None)  # a pytest that this one starts records nothing
-    if path:  # the processes this pytest starts see PYTEST_PLUGINS as the program was given it
-        os.environ.pop("PYTEST_PLUGINS", None)
-        if (given := os.environ.pop(GIVEN_PLUGINS_VARIABLE, None)) is not None:
+    given = os.environ.pop(GIVEN_PLUGINS_VARIABLE, None)
+    if path and os.environ.get("PYTEST_PLUGINS") == with_this_plugin(given):  # not set since by the program
+        os.environ.pop("PYTEST_PLUGINS")  # the processes this pytest starts see it as the program was given it
+        if given is not None:
             os.environ["PYTEST_PLUGINS"] = given
     if path and not hasattr(config, "workerinput"):  # the controller of xdist's workers sees every report
         config.pluginmanager.register(Recorder(config, path), "fastcommon-compare-recorder")

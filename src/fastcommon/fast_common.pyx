@@ -19,6 +19,11 @@ cdef extern from "compat.h":
 
 LIMITED_API = FASTCOMMON_LIMITED_API  # built for the Limited API: the abi3 wheel, for CPythons newer than fastcommon
 
+try:  # now, so that a failing call imports nothing (at shutdown, say); absent where this module is imported alone
+    from fastcommon.common import logger as _logger
+except ImportError:
+    _logger = None
+
 
 # grpc asks isinstance(x, bytes), which honours a __class__ that says bytes (unittest.mock's spec=bytes): an exact
 # str or bytes cannot say otherwise; anything else is asked as grpc asks it (PyObject_IsInstance, not Cython's
@@ -41,13 +46,15 @@ cdef inline object _decode(object b):
 
 
 cdef inline object _transform(object message, object transformer, str exception_message):
+    global _logger
     if transformer is None:
         return message
     try:
         return transformer(message)
     except Exception:
-        from fastcommon.common import logger  # at the call, so that this module imports alone (setup.py checks it)
-        logger().exception(exception_message)  # grpc._common's _LOGGER at the call, or the gate's recorder
+        if _logger is None:  # imported alone, as setup.py checks that it imports
+            from fastcommon.common import logger as _logger
+        _logger().exception(exception_message)  # grpc._common's _LOGGER at the call, or the gate's recorder
         return None
 
 

@@ -332,8 +332,11 @@ cdef object _getitem(object self, object key, _Methods methods):
     cdef PyObject *found
     try:
         metadata = self._metadata
-        if type(metadata) is not _OrderedDict:
-            return _deeper(methods.grpcs_getitem, _read(metadata), key)
+    except (ValueError, IndexError) as error:
+        raise KeyError(f"{key!r}") from error
+    if type(metadata) is not _OrderedDict:  # grpc's own, which turns its errors into a KeyError itself
+        return _deeper(methods.grpcs_getitem, _read(metadata), key)
+    try:
         if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
             raise KeyError(key)
         values = <object>found

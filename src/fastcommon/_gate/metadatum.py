@@ -13,14 +13,15 @@ from .copies import detached
 
 
 @functools.cache
-def _reference_metadatum() -> Any:
-    """The namedtuple as grpc defines it, to compare against; made when first needed (32 µs), not at import."""
-    return collections.namedtuple(of_kind(CLASS)[0].attribute, ("key", "value"))
+def _namedtuples_new() -> types.CodeType:
+    """The code of __new__ of the namedtuple as grpc defines it, to compare against; made when first needed (32 µs),
+    not at import. The class is not kept: the collector frees it."""
+    return collections.namedtuple(of_kind(CLASS)[0].attribute, ("key", "value")).__new__.__code__
 
 
 def class_difference(cls: Any) -> str | None:
     """How grpc's metadata entry class differs from the namedtuple fastcommon builds; None if it does not."""
-    reference = _reference_metadatum()
+    reference = _namedtuples_new()
     new = getattr(cls, "__new__", None)
     checks = [
         (isinstance(cls, type) and type(cls) is type and cls.__mro__[1:] == (tuple, object), "a plain tuple subclass"),
@@ -29,8 +30,8 @@ def class_difference(cls: Any) -> str | None:
         (getattr(cls, "__init__", None) is tuple.__init__, "no __init__ of its own"),
         (
             isinstance(new, types.FunctionType)
-            and new.__code__.co_code == reference.__new__.__code__.co_code
-            and new.__code__.co_names == reference.__new__.__code__.co_names
+            and new.__code__.co_code == reference.co_code
+            and new.__code__.co_names == reference.co_names
             and new.__defaults__ is None
             and new.__globals__.get("_tuple_new") is tuple.__new__,
             "namedtuple's own __new__",
