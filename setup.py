@@ -73,11 +73,13 @@ class OptionalBuildExt(build_ext):
 
 
 def check_that_it_imports(name, path):
-    """Load the built extension in a fresh interpreter: a module that compiles but does not import is an error."""
+    """Import the built extension in a fresh interpreter, from the package folder it was built into (not from an
+    installed fastcommon): a module that compiles but does not import is an error."""
     code = (
-        "import importlib.util, sys; "
-        "spec = importlib.util.spec_from_file_location(sys.argv[1], sys.argv[2]); "
-        "spec.loader.exec_module(importlib.util.module_from_spec(spec))"
+        "import importlib, os, sys, types; "
+        "package = sys.modules['fastcommon'] = types.ModuleType('fastcommon'); "
+        "package.__path__ = [os.path.dirname(sys.argv[2])]; "
+        "importlib.import_module(sys.argv[1])"
     )
     if subprocess.run([sys.executable, "-c", code, name, path]).returncode != 0:
         raise RuntimeError(f"the built extension {path} does not import (FASTCOMMON_REQUIRE_EXTENSIONS=1)")
