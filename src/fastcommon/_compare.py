@@ -1,7 +1,6 @@
-"""`python -m fastcommon compare`: a program run stock, then patched, and the verdict: whether anything differs.
-
-Both runs load this module as a pytest plugin: a program's first pytest appends each test's outcome, as pytest counts
-it, to the file that OUTCOMES_VARIABLE names; a pytest it starts, or a pytest-xdist worker, records nothing."""
+"""`python -m fastcommon compare`: a program run stock, then patched, and the verdict: whether anything differs. Both
+runs load this module as a pytest plugin: a program's first pytest appends each test's outcome, as pytest counts it,
+to the file that OUTCOMES_VARIABLE names; a pytest it starts, or a pytest-xdist worker, records nothing."""
 
 import itertools
 import json
@@ -172,9 +171,8 @@ def first_difference(stock: str, patched: str) -> list[str]:
     shown = [NO_LINE if line is None else line.rstrip(b"\r\n").decode(errors="backslashreplace") for line in pair]
     if shown[0] == shown[1]:  # they differ only where it does not show: the line's end, say
         shown = [repr(line) for line in pair]
-    return [f"standard output, from line {number:,}:"] + [
-        shortened(f"  {run + ':':<8} {line}") for run, line in zip(("stock", "patched"), shown, strict=True)
-    ]
+    lines = [shortened(f"  {run + ':':<8} {line}") for run, line in zip(("stock", "patched"), shown, strict=True)]
+    return [f"standard output, from line {number:,}:", *lines]
 
 
 def shortened(text: str) -> str:

@@ -1,7 +1,6 @@
-"""When each process of `run --report` reports: as it exits (atexit); on SIGTERM where SIGTERM would end it at its
-default disposition, past atexit (as docker stop, Kubernetes and systemd stop servers), first reporting, then ending
-by SIGTERM as it would have; once more in a fork child, its own calls from the fork on; and in multiprocessing's
-children, which end past atexit. What is counted and said is _report.py's."""
+"""When each process of `run --report` reports (what: _report.py): as it exits (atexit); on a SIGTERM left at its
+default, which ends it past atexit (as docker stop, Kubernetes and systemd stop servers), first reporting, then ending
+by SIGTERM as it would have; once more in a fork child; and in multiprocessing's children, which end past atexit."""
 
 import atexit
 import os

@@ -30,7 +30,6 @@ class Verdict:
 
 TESTED = ", ".join(TESTED_GRPCIO)  # as the status names them
 RAN_AGAINST = f"fastcommon's suite ran against grpcio {TESTED}"  # as the warning and check say it
-_WIDTHS = max(map(len, NAMES)), max(map(len, HOMES))  # of the status's columns: the names, their homes
 
 
 def warning(differing: Iterable[Verdict], grpcio: str) -> str:
@@ -49,13 +48,12 @@ def status_line(verdict: Verdict, fingerprint: str | None, patched: bool, pure: 
         does = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
     else:
         does = "patch() replaces it"
-    name_width, home_width = _WIDTHS
+    name_width, home_width = max(map(len, NAMES)), max(map(len, HOMES))  # the columns of the names, of their homes
     return f"{verdict.name:<{name_width}}  in {verdict.home:<{home_width}}  fingerprint {fingerprint or '-':<8}  {does}"
 
 
 def check_lines(verdicts: Collection[Verdict], grpcio: str, pure_reason: str | None) -> tuple[int, list[str]]:
-    """What `python -m fastcommon check` says: 0 when patch() gives grpc everything fastcommon offers, compiled, else
-    1; and a line per problem, or the one line that all is replaced."""
+    """`python -m fastcommon check`'s exit status (_status.check) and lines: each problem, or that all is replaced."""
     problems = [f"{v.name} (in {v.home}) stays grpc's: {v.reason}" for v in verdicts if v.differs]
     if problems:
         problems.append(f"(grpcio {grpcio}; {RAN_AGAINST})")
