@@ -116,21 +116,17 @@ def verdict(stock: Run, patched: Run, with_stdout: bool, folder: str) -> tuple[l
     """The lines that say whether the runs differ (and where their output is kept), and whether they do."""
     differences: list[str] = []
     details: list[str] = []
-    counted = None  # the outcomes, counted, where pytest ran and every test is the same
-    if stock.outcomes is not None or patched.outcomes is not None:
-        before, after = stock.outcomes or {}, patched.outcomes or {}
-        tests = sorted(before.keys() | after.keys())
-        differing = [nodeid for nodeid in tests if before.get(nodeid, NOT_RUN) != after.get(nodeid, NOT_RUN)]
-        if differing:
-            differences.append(f"{len(differing):,} of {len(tests):,} tests")
-            details.append("tests, stock -> patched:")
-            for nodeid in differing[:SHOWN]:
-                change = f"{before.get(nodeid, NOT_RUN)} -> {after.get(nodeid, NOT_RUN)}"
-                line = f"  {nodeid}: {change}"
-                details.append(line if len(line) <= _report.WIDTH else f"  {nodeid}:\n    {change}")
-            details += [f"  ... and {len(differing) - SHOWN:,} more"] if len(differing) > SHOWN else []
-        else:
-            counted = counts(before)
+    before, after = stock.outcomes or {}, patched.outcomes or {}  # no tests where no pytest ran
+    tests = sorted(before.keys() | after.keys())
+    differing = [nodeid for nodeid in tests if before.get(nodeid, NOT_RUN) != after.get(nodeid, NOT_RUN)]
+    if differing:
+        differences.append(f"{len(differing):,} of {len(tests):,} tests")
+        details.append("tests, stock -> patched:")
+        for nodeid in differing[:SHOWN]:
+            change = f"{before.get(nodeid, NOT_RUN)} -> {after.get(nodeid, NOT_RUN)}"
+            line = f"  {nodeid}: {change}"
+            details.append(line if len(line) <= _report.WIDTH else f"  {nodeid}:\n    {change}")
+        details += [f"  ... and {len(differing) - SHOWN:,} more"] if len(differing) > SHOWN else []
     if stock.status != patched.status:
         differences.append("the exit status")
         details.append(f"exit status: stock {status_text(stock.status)}, patched {status_text(patched.status)}")
@@ -142,8 +138,8 @@ def verdict(stock: Run, patched: Run, with_stdout: bool, folder: str) -> tuple[l
         kept = shortened(f"stdout and stderr of both runs are kept in {folder}")
         return [f"fastcommon compare: stock and patched differ in {listed}", *details, kept], True
     status = f"exit status {status_text(stock.status)}" + (", the same standard output" if with_stdout else "")
-    if counted is not None:
-        return [f"fastcommon compare: the same, test by test, stock and patched: {counted} ({status})"], False
+    if stock.outcomes is not None or patched.outcomes is not None:  # pytest ran, and every test is the same
+        return [f"fastcommon compare: the same, test by test, stock and patched: {counts(before)} ({status})"], False
     return [f"fastcommon compare: the same, stock and patched: {status}"], False
 
 

@@ -27,8 +27,7 @@ class Replaceable:
     home: str  # the grpc module
     kind: str  # how its home holds it
     fingerprints: dict[str, tuple[str, ...]]  # of the code the suite ran against, with its releases; the class has none
-    # Given grpc's Metadata class and one holding USER_AGENT: the arguments of the call that --report times.
-    calibration: Callable[[Any, Any], tuple[Any, ...]]
+    calibration: Callable[[Any, Any], tuple[Any, ...]]  # --report's timed call's arguments, given cls, cls(USER_AGENT)
     arguments: int = 0  # a function's: how many grpc passes (a conversion one, a wrapper two)
     counter: int = -1  # where run --report counts its calls: its position in REPLACEABLES
 

@@ -1,6 +1,5 @@
 """`run --report`: what each patched process counts, times and says as it ends (when: _ending.py), in a block on
-stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``). The compiled module
-counts in C, with no Python frame between grpc and fastcommon; pure Python, which saves nothing, in a closure."""
+stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``)."""
 
 import inspect
 import json
