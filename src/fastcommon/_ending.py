@@ -16,10 +16,11 @@ from ._report import REPORT, Report
 
 
 def start(to_stderr: bool, full: bool, path: str | None) -> None:
-    """Patch grpc, counting its calls, and report as this process ends (where: Report.begin)."""
+    """Patch grpc, counting calls; report as it ends: on stderr (``full``: a line per name), at ``path``, or both."""
     if not _patching.install(REPORT.counting):
         return
-    REPORT.begin(to_stderr, full, path)
+    REPORT.to_stderr, REPORT.full, REPORT.path = to_stderr, full, path
+    REPORT.count_from_here()
     atexit.register(REPORT.print)
     if hasattr(os, "register_at_fork"):  # not on Windows
         os.register_at_fork(after_in_child=forked)

@@ -47,11 +47,6 @@ class Report:
 
         return counted
 
-    def begin(self, to_stderr: bool, full: bool, path: str | None) -> None:
-        """Count from here on; report on stderr (in full: a line per name), in the file at ``path``, or both."""
-        self.to_stderr, self.full, self.path = to_stderr, full, path
-        self.count_from_here()
-
     def count_from_here(self) -> None:
         """Count from here on, and report once more: a fork child's counters hold its parent's calls too."""
         self.baseline = self.calls_so_far()
