@@ -1,5 +1,4 @@
-"""What `python -m fastcommon`, `check` and the watch of the next grpcio (.ci/next-grpcio) say: the installation,
-grpcio, and the gate's verdict on each name."""
+"""What `python -m fastcommon`, `check` and .ci/next-grpcio's watch say: the installation, grpcio and the verdicts."""
 
 import platform
 import sys
@@ -21,7 +20,7 @@ def status() -> list[str]:
     except ImportError:
         return [*lines, "grpcio: not installed"]
     lines.append(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.TESTED})")
-    name_width, home_width = max(map(len, NAMES)), max(map(len, HOMES))  # the columns of the names, of their homes
+    name_col, home_col = max(map(len, NAMES)), max(map(len, HOMES))  # the widths of the columns: names, their homes
     for name, verdict in _gate.assess(originals).items():
         found = _gate.fingerprint_of(originals[name]) if BY_NAME[name].kind != CLASS else None  # a class has none
         if _patching.is_patched(name):
@@ -32,7 +31,7 @@ def status() -> list[str]:
             does = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
         else:
             does = "patch() replaces it"
-        lines.append(f"{name:<{name_width}}  in {verdict.home:<{home_width}}  fingerprint {found or '-':<8}  {does}")
+        lines.append(f"{name:<{name_col}}  in {BY_NAME[name].home:<{home_col}}  fingerprint {found or '-':<8}  {does}")
     return lines
 
 
@@ -43,7 +42,7 @@ def check() -> tuple[int, list[str]]:
     except ImportError as exc:
         return 1, [f"fastcommon check: {exc}"]
     grpcio = _grpc.version()
-    problems = [f"{v.name} (in {v.home}) stays grpc's: {v.reason}" for v in verdicts if v.differs]
+    problems = [f"{v.name} (in {BY_NAME[v.name].home}) stays grpc's: {v.reason}" for v in verdicts if v.differs]
     if problems:
         problems.append(f"(grpcio {grpcio}; {_verdict.RAN_AGAINST})")
     if _implementation.PURE_PYTHON_REASON:

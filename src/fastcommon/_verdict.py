@@ -22,10 +22,6 @@ class Verdict:
     def differs(self) -> bool:
         return self.reason is not None and self.available
 
-    @property
-    def home(self) -> str:
-        return BY_NAME[self.name].home
-
 
 TESTED = ", ".join(TESTED_GRPCIO)  # as the status names them
 RAN_AGAINST = f"fastcommon's suite ran against grpcio {TESTED}"  # as the warning and check say it
@@ -33,7 +29,7 @@ RAN_AGAINST = f"fastcommon's suite ran against grpcio {TESTED}"  # as the warnin
 
 def warning(differing: Iterable[Verdict], grpcio: str) -> str:
     """The one FastcommonWarning of a patch() that leaves names to grpc."""
-    left = "; ".join(f"{verdict.name} in {verdict.home} ({verdict.reason})" for verdict in differing)
+    left = "; ".join(f"{verdict.name} in {BY_NAME[verdict.name].home} ({verdict.reason})" for verdict in differing)
     return f"fastcommon leaves {left} to grpc on grpcio {grpcio}; {RAN_AGAINST} (python -m fastcommon check)"
 
 
