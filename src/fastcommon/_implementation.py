@@ -1,5 +1,4 @@
-"""Which implementation fastcommon runs (the compiled modules when they import, else the pure reference common.py)
-and why, and what it puts in place of grpc's own: the one place the choice is made."""
+"""The one place fastcommon's implementation is chosen (compiled, else common.py), and why, and what it puts in grpc."""
 
 import importlib.machinery
 import os

@@ -80,8 +80,7 @@ class _Transformer:
 
 
 class Recorder:
-    """grpc._common's _LOGGER while the gate probes: keeps what its probes' failures log, as (level, message, exception
-    type, exception text); anything else (a finalizer's failure in the probing thread, say) goes on to grpc's."""
+    """grpc._common's _LOGGER while probing: keeps the probes' failures; others (a finalizer's, say) go to grpc's."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []
