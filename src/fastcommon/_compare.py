@@ -1,7 +1,6 @@
-"""`python -m fastcommon compare`: a program run stock, then patched, and the verdict: whether anything differs.
-
-Both runs load this module as a pytest plugin: a program's first pytest appends each test's outcome, as pytest counts
-it, to the file that OUTCOMES_VARIABLE names; a pytest it starts, or a pytest-xdist worker, records nothing."""
+"""`python -m fastcommon compare`: a program run stock, then patched, and the verdict: whether anything differs. Both
+runs load this module as a pytest plugin: a program's first pytest appends each test's outcome, as pytest counts it,
+to the file that OUTCOMES_VARIABLE names; a pytest it starts, or a pytest-xdist worker, records nothing."""
 
 import itertools
 import json
@@ -116,21 +115,17 @@ def verdict(stock: Run, patched: Run, with_stdout: bool, folder: str) -> tuple[l
     """The lines that say whether the runs differ (and where their output is kept), and whether they do."""
     differences: list[str] = []
     details: list[str] = []
-    counted = None  # the outcomes, counted, where pytest ran and every test is the same
-    if stock.outcomes is not None or patched.outcomes is not None:
-        before, after = stock.outcomes or {}, patched.outcomes or {}
-        tests = sorted(before.keys() | after.keys())
-        differing = [nodeid for nodeid in tests if before.get(nodeid, NOT_RUN) != after.get(nodeid, NOT_RUN)]
-        if differing:
-            differences.append(f"{len(differing):,} of {len(tests):,} tests")
-            details.append("tests, stock -> patched:")
-            for nodeid in differing[:SHOWN]:
-                change = f"{before.get(nodeid, NOT_RUN)} -> {after.get(nodeid, NOT_RUN)}"
-                line = f"  {nodeid}: {change}"
-                details.append(line if len(line) <= _report.WIDTH else f"  {nodeid}:\n    {change}")
-            details += [f"  ... and {len(differing) - SHOWN:,} more"] if len(differing) > SHOWN else []
-        else:
-            counted = counts(before)
+    before, after = stock.outcomes or {}, patched.outcomes or {}  # no tests where no pytest ran
+    tests = sorted(before.keys() | after.keys())
+    differing = [nodeid for nodeid in tests if before.get(nodeid, NOT_RUN) != after.get(nodeid, NOT_RUN)]
+    if differing:
+        differences.append(f"{len(differing):,} of {len(tests):,} tests")
+        details.append("tests, stock -> patched:")
+        for nodeid in differing[:SHOWN]:
+            change = f"{before.get(nodeid, NOT_RUN)} -> {after.get(nodeid, NOT_RUN)}"
+            line = f"  {nodeid}: {change}"
+            details.append(line if len(line) <= _report.WIDTH else f"  {nodeid}:\n    {change}")
+        details += [f"  ... and {len(differing) - SHOWN:,} more"] if len(differing) > SHOWN else []
     if stock.status != patched.status:
         differences.append("the exit status")
         details.append(f"exit status: stock {status_text(stock.status)}, patched {status_text(patched.status)}")
@@ -142,8 +137,8 @@ def verdict(stock: Run, patched: Run, with_stdout: bool, folder: str) -> tuple[l
         kept = shortened(f"stdout and stderr of both runs are kept in {folder}")
         return [f"fastcommon compare: stock and patched differ in {listed}", *details, kept], True
     status = f"exit status {status_text(stock.status)}" + (", the same standard output" if with_stdout else "")
-    if counted is not None:
-        return [f"fastcommon compare: the same, test by test, stock and patched: {counted} ({status})"], False
+    if stock.outcomes is not None or patched.outcomes is not None:  # pytest ran, and every test is the same
+        return [f"fastcommon compare: the same, test by test, stock and patched: {counts(before)} ({status})"], False
     return [f"fastcommon compare: the same, stock and patched: {status}"], False
 
 
@@ -171,9 +166,8 @@ def first_difference(stock: str, patched: str) -> list[str]:
     shown = [NO_LINE if line is None else line.rstrip(b"\r\n").decode(errors="backslashreplace") for line in pair]
     if shown[0] == shown[1]:  # they differ only where it does not show: the line's end, say
         shown = [repr(line) for line in pair]
-    return [f"standard output, from line {number:,}:"] + [
-        shortened(f"  {run + ':':<8} {line}") for run, line in zip(("stock", "patched"), shown, strict=True)
-    ]
+    lines = [shortened(f"  {run + ':':<8} {line}") for run, line in zip(("stock", "patched"), shown, strict=True)]
+    return [f"standard output, from line {number:,}:", *lines]
 
 
 def shortened(text: str) -> str:

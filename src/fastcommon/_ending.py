@@ -1,7 +1,6 @@
-"""When each process of `run --report` reports: as it exits (atexit); on SIGTERM where SIGTERM would end it at its
-default disposition, past atexit (as docker stop, Kubernetes and systemd stop servers), first reporting, then ending
-by SIGTERM as it would have; once more in a fork child, its own calls from the fork on; and in multiprocessing's
-children, which end past atexit. What is counted and said is _report.py's."""
+"""When each process of `run --report` reports (what: _report.py): as it exits (atexit); on a SIGTERM left at its
+default, which ends it past atexit (as docker stop, Kubernetes and systemd stop servers), first reporting, then ending
+by SIGTERM as it would have; once more in a fork child; and in multiprocessing's children, which end past atexit."""
 
 import atexit
 import os
@@ -17,10 +16,11 @@ from ._report import REPORT, Report
 
 
 def start(to_stderr: bool, full: bool, path: str | None) -> None:
-    """Patch grpc, counting its calls, and report as this process ends (where: Report.begin)."""
+    """Patch grpc, counting calls; report as it ends: on stderr (``full``: a line per name), at ``path``, or both."""
     if not _patching.install(REPORT.counting):
         return
-    REPORT.begin(to_stderr, full, path)
+    REPORT.to_stderr, REPORT.full, REPORT.path = to_stderr, full, path
+    REPORT.count_from_here()
     atexit.register(REPORT.print)
     if hasattr(os, "register_at_fork"):  # not on Windows
         os.register_at_fork(after_in_child=forked)

@@ -36,11 +36,6 @@ def metadata_class() -> Any:
     return owner(of_kind(METHOD)[0].name)[0]
 
 
-def module_global(home: str, name: str) -> Any:
-    """What grpc's module ``home`` holds as its global ``name`` (what its code looks up at each call), or None."""
-    return vars(modules()[home]).get(name)
-
-
 def version() -> str:
     """The installed grpcio's version, once grpc is imported."""
     return str(getattr(sys.modules.get("grpc"), "__version__", "unknown"))

@@ -1,7 +1,5 @@
-"""Which implementation fastcommon runs (the compiled modules when they import, else the pure reference common.py)
-and why, and what it puts in place of grpc's own: the one place the choice is made."""
+"""The one place fastcommon's implementation is chosen (compiled, else common.py), and why, and what it puts in grpc."""
 
-import importlib
 import importlib.machinery
 import os
 import types
@@ -77,8 +75,7 @@ IMPLEMENTATION = "cython" if compiled else "python"
 
 
 def warn_if_unwanted_pure_python(stacklevel: int) -> None:
-    """Once per process, where grpc is patched: a FastcommonWarning that the compiled module did not load (not when
-    pure Python was asked for), so that neither `import fastcommon` nor `python -m fastcommon run` warns itself."""
+    """Warn once, where grpc is patched (not at import, nor in `run` itself), that pure Python runs unasked-for."""
     global _unwanted
     if _unwanted:
         _unwanted = False
@@ -92,11 +89,6 @@ def unavailable(replaceable: Replaceable) -> str | None:
     if replaceable.kind == CLASS and "fast_entry" not in compiled:
         return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
     return None
-
-
-def entry_builder(cls: Any, counter: int = -1) -> Any:
-    """What builds grpc's metadata entries of class ``cls`` in its place, counting its calls at ``counter``."""
-    return compiled["fast_entry"].MetadatumConstructor(cls, counter=counter)
 
 
 def metadata_methods(originals: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
@@ -118,6 +110,7 @@ def replacements(originals: dict[str, Any], metadata_class: Any, counted: bool =
         replaceable = BY_NAME[name]
         if replaceable.kind == FUNCTION:
             replacing[name] = getattr(chosen.Counted(replaceable.counter) if counted else chosen, name)
-        elif replaceable.kind == CLASS:
-            replacing[name] = entry_builder(original, replaceable.counter if counted else -1)
+        elif replaceable.kind == CLASS:  # grpc's metadata entries, built in its class's place
+            counter = replaceable.counter if counted else -1
+            replacing[name] = compiled["fast_entry"].MetadatumConstructor(original, counter=counter)
     return {name: replacing[name] for name in originals}

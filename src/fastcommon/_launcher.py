@@ -1,5 +1,4 @@
-"""`python -m fastcommon run`: the program's environment, its exec under plain python, how python takes a program,
-and the call that the bootstrap (_bootstrap/sitecustomize.py) makes in each process once it has imported grpc."""
+"""`python -m fastcommon run`: the program's environment and exec, how python takes a program, the bootstrap's call."""
 
 import errno
 import os

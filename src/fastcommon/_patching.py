@@ -1,6 +1,5 @@
-"""Patch state: what fastcommon has put into grpc, and grpc's originals that it replaced. Like gevent's monkey, one
-dict holds each original beside its replacement; all that asks for grpc's original (the gate, the status, the report,
-the tests) reads originals(), so that a judgement answers the same before patch(), after it and after unpatch()."""
+"""Patch state: what fastcommon put into grpc, beside grpc's original, in one dict (as gevent's monkey). All that asks
+for grpc's original reads originals(): a judgement answers the same before patch(), after it and after unpatch()."""
 
 import contextlib
 import threading
@@ -31,8 +30,7 @@ def verdicts() -> dict[str, Verdict]:
 
 
 def install(make: Callable[[dict[str, Any], Any], dict[str, Any]] = _implementation.replacements) -> tuple[str, ...]:
-    """Put what ``make`` gives for grpc's originals (by name) and its Metadata class wherever the gate allows; warn,
-    once, of what grpc's own keeps because it differs."""
+    """Put ``make(grpc's originals, its Metadata class)`` in place where the gate allows; warn once of what differs."""
     _implementation.warn_if_unwanted_pure_python(stacklevel=3)
     _grpc.modules()  # before the lock: importing grpc under `run` patches it, from within this call
     with _lock:

@@ -1,6 +1,5 @@
-"""What fastcommon may replace in grpc, each thing once, as data (a Replaceable says what an entry holds). The gate,
-patch(), the status, the report, .ci/next-grpcio and the tests all read this table: a new name is one entry here
-and, where fastcommon compiles it, a function in fast_common.pyx or a maker in fast_metadata.pyx."""
+"""What fastcommon may replace in grpc, each thing once, as data that all of fastcommon, .ci/next-grpcio and the tests
+read: a new name is one entry here and, if compiled, a function in fast_common.pyx or a maker in fast_metadata.pyx."""
 
 import dataclasses
 from collections.abc import Callable
@@ -13,10 +12,9 @@ _METADATA = "grpc.aio._metadata"  # the home of grpc.aio's Metadata
 USER_AGENT = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # an entry every RPC carries
 METHOD_NAME = "/grpc.testing.BenchmarkService/UnaryCall"  # what encode and decode are timed on
 
-# The grpcio releases the suite ran against, by the code they share (grpc removed an `else:` from encode in 1.76;
-# it retyped the aio methods over the years: new source, the same behaviour). Add a fingerprint only after the
-# whole suite passes against its release: .ci/next-grpcio prints the line to add. Written by hand, not from what
-# CI installs: it says what ran.
+# The grpcio releases the suite ran against, by the code they share (grpc removed an `else:` from encode in 1.76 and
+# retyped the aio methods over the years: new source, the same behaviour). Written by hand, not from what CI installs,
+# a fingerprint only after the whole suite passes against its release (.ci/next-grpcio prints the line to add).
 _V62, _V73, _V80, _V85 = ("1.62.3",), ("1.73.1",), ("1.80.1",), ("1.85.1", "1.85.3")
 _OLDER, _NEWER = _V62 + _V73, _V80 + _V85
 
@@ -29,8 +27,7 @@ class Replaceable:
     home: str  # the grpc module
     kind: str  # how its home holds it
     fingerprints: dict[str, tuple[str, ...]]  # of the code the suite ran against, with its releases; the class has none
-    # Given grpc's Metadata class and one holding USER_AGENT: the arguments of the call that --report times.
-    calibration: Callable[[Any, Any], tuple[Any, ...]]
+    calibration: Callable[[Any, Any], tuple[Any, ...]]  # --report's timed call's arguments, given cls, cls(USER_AGENT)
     arguments: int = 0  # a function's: how many grpc passes (a conversion one, a wrapper two)
     counter: int = -1  # where run --report counts its calls: its position in REPLACEABLES
 

@@ -1,6 +1,5 @@
 """`run --report`: what each patched process counts, times and says as it ends (when: _ending.py), in a block on
-stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``). The compiled module
-counts in C, with no Python frame between grpc and fastcommon; pure Python, which saves nothing, in a closure."""
+stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``)."""
 
 import inspect
 import json
@@ -47,11 +46,6 @@ class Report:
             return function(*args)
 
         return counted
-
-    def begin(self, to_stderr: bool, full: bool, path: str | None) -> None:
-        """Count from here on; report on stderr (in full: a line per name), in the file at ``path``, or both."""
-        self.to_stderr, self.full, self.path = to_stderr, full, path
-        self.count_from_here()
 
     def count_from_here(self) -> None:
         """Count from here on, and report once more: a fork child's counters hold its parent's calls too."""

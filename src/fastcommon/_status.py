@@ -1,11 +1,10 @@
-"""What `python -m fastcommon`, `check` and the watch of the next grpcio (.ci/next-grpcio) say: the installation,
-grpcio, and the gate's verdict on each name, in the words of _verdict.py."""
+"""What `python -m fastcommon`, `check` and .ci/next-grpcio's watch say: the installation, grpcio and the verdicts."""
 
 import platform
 import sys
 
 from . import __version__, _gate, _grpc, _implementation, _patching, _verdict
-from ._registry import BY_NAME, CLASS
+from ._registry import BY_NAME, CLASS, HOMES, NAMES, TESTED_GRPCIO
 
 
 def status() -> list[str]:
@@ -21,22 +20,46 @@ def status() -> list[str]:
     except ImportError:
         return [*lines, "grpcio: not installed"]
     lines.append(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.TESTED})")
+    name_col, home_col = max(map(len, NAMES)), max(map(len, HOMES))  # the widths of the columns: names, their homes
     for name, verdict in _gate.assess(originals).items():
         found = _gate.fingerprint_of(originals[name]) if BY_NAME[name].kind != CLASS else None  # a class has none
-        lines.append(_verdict.status_line(verdict, found, _patching.is_patched(name), not _implementation.compiled))
+        if _patching.is_patched(name):
+            does = "fastcommon's, patched in this process"
+        elif not verdict.replaces:
+            does = f"patch() leaves grpc's own: {verdict.reason}"
+        elif not _implementation.compiled:
+            does = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
+        else:
+            does = "patch() replaces it"
+        lines.append(f"{name:<{name_col}}  in {BY_NAME[name].home:<{home_col}}  fingerprint {found or '-':<8}  {does}")
     return lines
 
 
 def check() -> tuple[int, list[str]]:
     """0 when patch() gives grpc everything fastcommon offers, compiled; else 1; and a line for each reason."""
     try:
-        verdicts = _patching.verdicts()
+        verdicts = _patching.verdicts().values()
     except ImportError as exc:
         return 1, [f"fastcommon check: {exc}"]
-    return _verdict.check_lines(verdicts.values(), _grpc.version(), _implementation.PURE_PYTHON_REASON)
+    grpcio = _grpc.version()
+    problems = [f"{v.name} (in {BY_NAME[v.name].home}) stays grpc's: {v.reason}" for v in verdicts if v.differs]
+    if problems:
+        problems.append(f"(grpcio {grpcio}; {_verdict.RAN_AGAINST})")
+    if _implementation.PURE_PYTHON_REASON:
+        problems.insert(0, f"fastcommon runs pure Python, which buys nothing: {_implementation.PURE_PYTHON_REASON}")
+    if not problems:
+        replaced = ", ".join(v.name for v in verdicts if v.replaces)
+        return 0, [f"fastcommon check: patch() replaces {replaced} on grpcio {grpcio}"]
+    return 1, [f"fastcommon check: {line}" for line in problems]
 
 
 def watch() -> tuple[int, list[str]]:
     """What of the installed grpcio the gate does not know (1), or that it knows all of it (0): .ci/next-grpcio."""
     unknown = _gate.unknown(_patching.originals())
-    return (1 if unknown else 0), _verdict.watch_lines(unknown, _grpc.version())
+    grpcio = _grpc.version()
+    lines = [f"{name} in {BY_NAME[name].home}: {what}" for name, what in unknown.items()]
+    lines += [] if unknown else [f"none: the gate knows all of grpcio {grpcio}"]
+    if grpcio not in TESTED_GRPCIO:
+        lines.append(f"grpcio {grpcio} is not yet among the releases the suite ran against: once it passes, add it "
+                     "to the releases of its fingerprints in src/fastcommon/_registry.py")  # fmt: skip
+    return (1 if unknown else 0), lines

@@ -1,6 +1,5 @@
-/* The call counters of `run --report`, one per replaceable at its place in the registry, in each compiled module
- * (counters.pxd), read by its calls(). Process-wide on purpose: a fork child inherits its parent's counts, and the
- * report subtracts them. Atomic where threads run at once (free-threaded CPython). */
+/* The call counters of `run --report`, one per replaceable at its place in the registry. Process-wide on purpose: a
+ * fork child inherits its parent's counts, and the report subtracts them. Atomic where threads run at once. */
 #ifndef FASTCOMMON_COUNTERS_H
 #define FASTCOMMON_COUNTERS_H
 

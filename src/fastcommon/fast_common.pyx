@@ -1,9 +1,8 @@
 # cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
 # binding=False and always_allow_keywords=False make the functions plain builtins; encode and
 # decode are METH_O, the calls CPython 3.11+ specializes (CALL_BUILTIN_O).
-"""Compiled twin of fastcommon.common: the same four functions, exact str/bytes on the C-API route; and their
-counted twins for ``python -m fastcommon run --report``, the same code with a C counter in front (no Python frame).
-"""
+"""Compiled twin of fastcommon.common: the same four functions, exact str/bytes on the C-API route; and their counted
+twins for ``python -m fastcommon run --report``, the same code with a C counter in front (no Python frame)."""
 
 cimport cython
 from cpython.bytes cimport PyBytes_CheckExact

@@ -1,11 +1,8 @@
 # cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
-"""grpc.aio's Metadata methods and _init_metadata, compiled from grpc's own code, and their iterator (iterator.h).
-
-Each is grpc's method, compiled: the same reads, lookups and calls in the same order. C takes a step only where
-exact types (an exact OrderedDict, exact str keys, exact lists and tuples) make it the same step; decided up front,
-else grpc's own method does the whole call. The class and grpc's module globals are taken as the gate judged them
-at patch(): docs/safety.md, "The contract".
-"""
+"""grpc.aio's Metadata methods and _init_metadata, compiled from grpc's own code, and their iterator (iterator.h): the
+same reads, lookups and calls in the same order. C takes a step only where exact types (an exact OrderedDict, exact str
+keys, exact lists and tuples) make it the same step; decided up front, else grpc's own method does the whole call. The
+class and grpc's module globals are taken as the gate judged them at patch(): docs/safety.md, "The contract"."""
 
 import collections
 import functools
@@ -76,8 +73,7 @@ cdef object _assign = _helpers["assign"]
 @cython.final
 @cython.auto_pickle(False)
 cdef class _Methods:
-    """What fastcommon made together for one Metadata class: the class, grpc's own methods, which of fastcommon's
-    are in place (by what the gate judged at patch()) and their counters."""
+    """What the methods fastcommon made together for one Metadata class share, as the gate judged it at patch()."""
 
     cdef object cls, grpcs_getitem
     cdef bint init, add, from_tuple, getitem
@@ -282,9 +278,8 @@ MetadataIterator = fastcommon_iterator_type()  # iterator.h
 
 cdef object _make_iter(object grpcs, _Methods methods, Py_ssize_t counter):
     def start(metadata):
-        """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact
-        OrderedDict of exact str keys, given back for the iterator to walk; None when it is empty; else grpc's own
-        generator over it."""
+        """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact OrderedDict of
+        exact str keys, for the iterator to walk; None when it is empty; else grpc's own generator over it."""
         ordered = metadata._metadata
         if _plain_ordered_dict(ordered):
             str_keys = _str_keys(ordered)
@@ -463,9 +458,8 @@ _MAKERS = {
 
 
 def metadata_methods(originals, cls, /, *, counters=None):
-    """What replaces grpc's methods ``originals`` (by dotted name, each as its class holds it: a classmethod,
-    say), made together for exact instances of ``cls``, each of the kind of grpc's; ``counters``: where each
-    counts its calls, by the same names (none counts without it)."""
+    """What replaces grpc's methods ``originals`` (by dotted name, each as its class holds it: a classmethod, say), made
+    together for exact instances of ``cls``; ``counters``: where each counts its calls, by the same names."""
     cdef _Methods methods = _Methods.__new__(_Methods)
     try:  # CPython's own check that object's allocation fits the class's layout, which is for good
         if not isinstance(cls, type) or cls.__new__ is not object.__new__ or object.__new__(cls) is None:

@@ -1,7 +1,6 @@
-/* MetadatumConstructor: what fastcommon puts in place of cygrpc._Metadatum, the namedtuple grpc's core calls for
- * every metadata entry it receives. C because it fills a tuple subclass in place, as namedtuple's __new__ does,
- * without its Python frame and two temporary tuples; it holds the one class it checked when it was made, for good.
- * Not for the Limited API (abi3): a tuple's layout is not part of it. */
+/* MetadatumConstructor: what fastcommon puts in place of cygrpc._Metadatum, the namedtuple grpc's core calls for every
+ * metadata entry it receives. C because it fills a tuple subclass in place, as namedtuple's __new__ does, without its
+ * Python frame and two temporary tuples; it holds the one class it checked when it was made, for good. */
 #ifndef FASTCOMMON_METADATUM_H
 #define FASTCOMMON_METADATUM_H
 

@@ -1,9 +1,7 @@
-"""The patch gate: for each name, whether fastcommon's may replace grpc's own, judged from grpc's objects.
-
-A function or a method passes when its fingerprint is one the suite ran against (fingerprints.py) and fastcommon's
-agrees with it on every probe (functions.py, metadata.py); the metadata entry class, when it has the namedtuple's
-shape and the entries agree on every probe (metadatum.py). Judging only reads: it probes copies of its own.
-"""
+"""The patch gate: for each name, whether fastcommon's may replace grpc's own, judged from grpc's objects. A function
+or a method passes when its fingerprint is one the suite ran against (fingerprints.py) and fastcommon's agrees with it
+on every probe (functions.py, metadata.py); the metadata entry class, when it has the namedtuple's shape and the
+entries agree on every probe (metadatum.py). Judging only reads: it probes copies of its own."""
 
 from typing import Any
 

@@ -8,8 +8,7 @@ _NOT_COPIED = {"__dict__", "__weakref__", "__slots__", "_abc_impl", "__abstractm
 
 
 def copied(function: Any, **names: Any) -> Any:
-    """grpc's ``function`` on a copy of its module's namespace with ``names`` in place, the functions of its module
-    that it calls (and they call) copied alike: grpc's own code, seeing the gate's objects under those names."""
+    """grpc's ``function`` and its module's functions that it calls, copied onto its namespace, ``names`` in place."""
     if not isinstance(function, types.FunctionType):
         return function
     namespace = dict(function.__globals__, **names)
@@ -31,8 +30,7 @@ def copied(function: Any, **names: Any) -> Any:
 
 
 def detached(cls: Any, base: type, methods: dict[str, Any] | None = None) -> Any:
-    """A class of the gate's own on ``base`` (object or tuple) holding what ``cls`` and its bases hold, ``methods``
-    (by attribute) in place: set one by one, so that no __set_name__ runs, and without their __init_subclass__."""
+    """``cls`` copied onto ``base`` (object or tuple), ``methods`` in place, each set alone: no __set_name__ runs."""
     probe = type(cls.__name__, (base,), {"__slots__": ()} if base is tuple else {})
     for klass in reversed(cls.__mro__[: cls.__mro__.index(base)]):
         for key, value in (vars(klass) | (methods or {}) if klass is cls else vars(klass)).items():

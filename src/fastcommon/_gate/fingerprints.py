@@ -43,8 +43,7 @@ def source(function: Any) -> str | None:
 
 
 def fingerprint_of(function: Any) -> str | None:
-    """CRC-32 of the source of grpc's function or method, as its owner keeps it (a classmethod, say), and of the
-    functions of its module that it names; None without source."""
+    """CRC-32 of the source of grpc's ``function`` (or classmethod) and of its module's functions it names, or None."""
     function = getattr(function, "__func__", function)
     module = sys.modules.get(getattr(function, "__module__", None) or "")
     found, pending = [], [function]

@@ -9,11 +9,7 @@ from .. import common
 from .._registry import METHOD_NAME
 from .copies import copied
 
-
-class _ProbeError(Exception):
-    """Raised by the probes' (de)serializer."""
-
-
+_ProbeError = type("_ProbeError", (Exception,), {})  # raised by the probes' (de)serializer
 _ProbeStr = type("_ProbeStr", (str,), {})
 _ProbeBytes = type("_ProbeBytes", (bytes,), {})
 
@@ -84,8 +80,7 @@ class _Transformer:
 
 
 class Recorder:
-    """grpc._common's _LOGGER while the gate probes: keeps what its probes' failures log, as (level, message, exception
-    type, exception text); anything else (a finalizer's failure in the probing thread, say) goes on to grpc's."""
+    """grpc._common's _LOGGER while probing: keeps the probes' failures; others (a finalizer's, say) go to grpc's."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []
@@ -127,8 +122,7 @@ def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> l
 
 
 def difference(name: str, arity: int, grpcs: Callable[..., Any], fastcommons: Callable[..., Any]) -> str | None:
-    """The first probe on which grpc's function ``name`` and fastcommon's differ, described; None if they never do.
-    Both log on a Recorder: grpc's copied onto it, fastcommon's through common.PROBING in this thread."""
+    """The first probe on which grpc's ``name`` and fastcommon's differ (each logging on a Recorder), or None."""
     recorder = Recorder()
     theirs = _outcomes(arity, copied(grpcs, _LOGGER=recorder), recorder)
     common.PROBING.recorder = recorder

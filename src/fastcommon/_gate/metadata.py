@@ -1,10 +1,8 @@
-"""The gate's judgement of grpc.aio's Metadata: its class's shape, then probes of its methods, run together.
-
-fastcommon's methods call each other as their class holds them, so they are probed together: each scenario of
-metadata_probes runs on a copy of grpc's Metadata (no subclass of it) with grpc's methods and with fastcommon's, and
-_init_metadata as a copy of grpc's naming that class Metadata. Where together they differ (fastcommon's __init__
-adds in place only beside its add), each is left out in turn: the verdict names the one that makes the difference.
-"""
+"""The gate's judgement of grpc.aio's Metadata: its class's shape, then probes of its methods, run together, since
+fastcommon's call each other as their class holds them: each scenario of metadata_probes runs on a copy of grpc's
+Metadata (no subclass of it) with grpc's methods and with fastcommon's, and _init_metadata as a copy of grpc's naming
+that class Metadata. Where together they differ (fastcommon's __init__ adds in place only beside its add), each is
+left out in turn: the verdict names the one that makes the difference."""
 
 import collections
 import functools
@@ -23,8 +21,8 @@ Sequence = (tuple, list, str, bytes, bytearray, range, memoryview, collections.d
 def class_difference() -> str | None:
     """How grpc.aio's Metadata class, and the globals its methods read, differ from what fastcommon's are made for."""
     cls = _grpc.metadata_class()
-    ordered_dict = _grpc.module_global(of_kind(METHOD)[0].home, "OrderedDict")
-    channel_metadata = _grpc.module_global(of_kind(STATICMETHOD)[0].home, "Metadata")
+    ordered_dict = vars(_grpc.modules()[of_kind(METHOD)[0].home]).get("OrderedDict")
+    channel_metadata = vars(_grpc.modules()[of_kind(STATICMETHOD)[0].home]).get("Metadata")
     usual = isinstance(cls, type)
     checks = [
         (usual and type(cls).__call__ is type.__call__, "a class that is called as type calls one"),
@@ -40,10 +38,8 @@ def class_difference() -> str | None:
         (ordered_dict is collections.OrderedDict, "an OrderedDict"),
         (channel_metadata is cls, "grpc.aio._channel's Metadata"),
     ]
-    missing = [what for holds, what in checks if not holds]
-    if missing:
-        return f"its Metadata class is not the one fastcommon's suite ran against (it lacks: {', '.join(missing)})"
-    return None
+    lacks = ", ".join(what for holds, what in checks if not holds)
+    return f"its Metadata class is not the one fastcommon's suite ran against (it lacks: {lacks})" if lacks else None
 
 
 def differences(originals: dict[str, Any]) -> dict[str, str | None]:

@@ -1,8 +1,6 @@
-"""What the gate compares of grpc.aio's Metadata: scenarios run on grpc's own methods and on fastcommon's.
-
-Each scenario does to a class (the gate's copy of grpc's Metadata) what users, interceptors and grpc do with one.
-Compared are results and their types, the instances' state (their ``_metadata``), exception types, texts and causes.
-"""
+"""What the gate compares of grpc.aio's Metadata: scenarios, each doing to a class (the gate's copy of grpc's Metadata,
+with grpc's own methods or fastcommon's) what users, interceptors and grpc do with one. Compared are results and their
+types, the instances' state (their ``_metadata``), exception types, texts and causes."""
 
 import copy
 import sys
@@ -112,8 +110,7 @@ def _subclass_adding_upper(cls: Any) -> Any:
 
 
 class Hashing(str):
-    """A key whose hash runs code (``action``) each time it is hashed, until its action is None: Python code in the
-    middle of a method, and none after (a key hashed to be compared or printed does nothing). The actions never
+    """A key whose hash runs ``action`` (Python code in the middle of a method) until it is None. The actions never
     raise: a hash that raises inside OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's code alone."""
 
     action: Callable[[], Any] | None
@@ -148,8 +145,7 @@ def _with_hashing(make: Callable[[Hashing], Any], action: Callable[[], Any]) -> 
 
 
 def _hostile_init(cls: Any, action: Callable[[list[Any]], Any], maker: str = "") -> Any:
-    """cls(first, later), or cls.maker((first, later)): the first key's hash does ``action`` to the later pair, a
-    list (grpc's add hashes the key)."""
+    """cls(first, later) or cls.maker((first, later)), hashing the first key (as add does) doing ``action`` to later."""
     later = ["k", "v"]
     make = getattr(cls, maker) if maker else lambda pairs: cls(*pairs)
     return _with_hashing(lambda key: make(((key, "x"), later)), lambda: action(later))

@@ -78,7 +78,7 @@ def _outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
 def difference(cls: Any) -> str | None:
     """The first probe on which fastcommon's entries differ from those of grpc's class ``cls``, described; or None."""
     probed = detached(cls, tuple)  # both probed on a copy: pickling an entry writes __slotnames__ into its class
-    build = _implementation.entry_builder(probed)
+    build = _implementation.compiled["fast_entry"].MetadatumConstructor(probed)
     for args, kwargs in PROBES:
         if _outcome(probed, args, kwargs) != _outcome(build, args, kwargs):
             return f"it differs on a probe: {cls.__name__}(*{args!r:.40}, **{kwargs!r})"
