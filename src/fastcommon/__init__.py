@@ -7,18 +7,7 @@ __version__ = "0.1.0"
 from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning, chosen
 from ._patching import is_patched, patch, patched, unpatch
 
-__all__ = [
-    "IMPLEMENTATION",
-    "PURE_PYTHON_REASON",
-    "FastcommonWarning",
-    "decode",
-    "deserialize",
-    "encode",
-    "is_patched",
-    "patch",
-    "patched",
-    "serialize",
-    "unpatch",
-]
+__all__ = ["IMPLEMENTATION", "PURE_PYTHON_REASON", "FastcommonWarning", "decode", "deserialize", "encode",
+           "is_patched", "patch", "patched", "serialize", "unpatch"]  # fmt: skip
 
 encode, decode, serialize, deserialize = chosen.encode, chosen.decode, chosen.serialize, chosen.deserialize
