@@ -4,7 +4,7 @@ import platform
 import sys
 
 from . import __version__, _gate, _grpc, _implementation, _patching, _verdict
-from ._registry import BY_NAME, CLASS, HOMES, NAMES, TESTED_GRPCIO
+from ._registry import BY_NAME, HOMES, NAMES, TESTED_GRPCIO
 
 
 def status() -> list[str]:
@@ -22,7 +22,7 @@ def status() -> list[str]:
     lines.append(f"grpcio: {_grpc.version()} (fastcommon's suite ran against {_verdict.TESTED})")
     name_col, home_col = max(map(len, NAMES)), max(map(len, HOMES))  # the widths of the columns: names, their homes
     for name, verdict in _gate.assess(originals).items():
-        found = _gate.fingerprint_of(originals[name]) if BY_NAME[name].kind != CLASS else None  # a class has none
+        found = _gate.fingerprint_of(originals[name])  # None for a class, which has no code
         if _patching.is_patched(name):
             does = "fastcommon's, patched in this process"
         elif not verdict.replaces:

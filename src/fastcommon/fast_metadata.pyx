@@ -76,7 +76,7 @@ cdef class _Methods:
     """What the methods fastcommon made together for one Metadata class share, as the gate judged it at patch()."""
 
     cdef object cls, grpcs_getitem
-    cdef bint init, add, from_tuple, getitem
+    cdef bint init, add, from_tuple
     cdef Py_ssize_t init_counter, add_counter, from_tuple_counter, getitem_counter
     cdef object abc_token, abc_answer  # _init_metadata's isinstance(a tuple, Metadata), and for which abc state
 
@@ -327,20 +327,17 @@ cdef object _getitem(object self, object key, _Methods methods):
     cdef PyObject *found
     try:
         metadata = self._metadata
+        if type(metadata) is _OrderedDict:
+            if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
+                raise KeyError(key)
+            values = <object>found
+            Py_DECREF(values)
+            if type(values) is list and len(<list>values):
+                return (<list>values)[0]
+            return values[0]
     except (ValueError, IndexError) as error:
         raise KeyError(f"{key!r}") from error
-    if type(metadata) is not _OrderedDict:  # grpc's own, which turns its errors into a KeyError itself
-        return _deeper(methods.grpcs_getitem, _read(metadata), key)
-    try:
-        if not PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata[key] does, with no __missing__
-            raise KeyError(key)
-        values = <object>found
-        Py_DECREF(values)
-        if type(values) is list and len(<list>values):
-            return (<list>values)[0]
-        return values[0]
-    except (ValueError, IndexError) as error:
-        raise KeyError(f"{key!r}") from error
+    return _deeper(methods.grpcs_getitem, _read(metadata), key)  # grpc's own, which turns its errors into KeyError
 
 
 cdef object _make_getitem(object grpcs, _Methods methods, Py_ssize_t counter):
@@ -357,7 +354,7 @@ cdef object _make_get(object grpcs, _Methods methods, Py_ssize_t counter):
     def get(self, key, default=None):
         fastcommon_count(counter)
         try:
-            if type(self) is methods.cls and methods.getitem:  # self[key] is the __getitem__ made with it
+            if type(self) is methods.cls and methods.grpcs_getitem is not None:  # self[key] is the one made with it
                 fastcommon_count(methods.getitem_counter)
                 return _getitem(self, key, methods)
             return self[key]
@@ -480,7 +477,7 @@ def metadata_methods(originals, cls, /, *, counters=None):
         fastcommon_check_counter(counters[attribute], True)
     methods.cls, methods.grpcs_getitem = cls, functions.get("__getitem__")
     methods.init, methods.add = "__init__" in functions, "add" in functions
-    methods.from_tuple, methods.getitem = "from_tuple" in functions, "__getitem__" in functions
+    methods.from_tuple = "from_tuple" in functions
     methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
     methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
     replacements = {}
