@@ -1,6 +1,7 @@
 """python -m fastcommon: the command line: the status, check, run (a program, patched) and compare (stock, patched)."""
 
 import os
+import re
 import sys
 from argparse import SUPPRESS, ArgumentParser, Namespace, RawDescriptionHelpFormatter
 
@@ -31,21 +32,26 @@ examples:
 
 COMPARE_DESCRIPTION = """\
 Run a program twice, stock (as plain python runs it, even under run), then patched (as run runs
-it), each in a fresh process with stdin from /dev/null, and say whether anything differs: the exit
-status; under pytest, each test's outcome as pytest counts it, test by test; with --stdout, the
-standard output. Progress goes to stderr, the verdict to stdout; differing runs' stdout and stderr
-are kept in a temporary folder.
+it), each in a fresh process group with stdin from /dev/null, and say whether anything differs: the
+exit status; under pytest or python -m unittest, each test's outcome, test by test; with --stdout
+or --stderr, that output. A test that differs runs again, alone, stock and patched (--reruns), so
+that a flaky test is told apart. Progress goes to stderr, the verdict to stdout.
 
-Exit status: 0 when the two runs are the same, 1 when anything differs, 2 for a usage error.
+Exit status: 0 the same; 1 something differs; 2 a usage error; nothing compared: 3 the program could
+not start, 4 its pytest or unittest refused its arguments, 5 it ran no test, 6 no process of the
+patched run imported grpc, 7 both runs ended early, in the same test; 124 a run took longer than
+--timeout; 129, 130, 143 stopped by SIGHUP, SIGINT, SIGTERM (each run's processes are stopped too).
 
 examples:
   python -m fastcommon compare -m pytest -q tests
-  python -m fastcommon compare --stdout client.py --port 50051
+  python -m fastcommon compare --json verdict.json -m unittest discover -s tests
+  python -m fastcommon compare --stdout --ignore 'pid [0-9]+' client.py --port 50051
 """
 
+RERUNS = 3  # compare --reruns: each differing test's runs again, each way
 PROGRAM = "[python options] (file | -m MODULE | -c CODE{}) [args ...]"  # as python takes it; run also takes -
 RUN_USAGE = "python -m fastcommon run [-h] [--report] [--report-full] [--report-file PATH] " + PROGRAM.format(" | -")
-COMPARE_USAGE = "python -m fastcommon compare [-h] [--report] [--stdout] " + PROGRAM.format("")
+COMPARE_USAGE = "python -m fastcommon compare [-h] [options] " + PROGRAM.format("")
 
 
 def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
@@ -61,12 +67,22 @@ def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
     run.add_argument("--report", action="store_true", help="each patched process prints what it saved as it ends")
     run.add_argument("--report-full", action="store_true", help="in full: every name, a line each (implies --report)")
     run.add_argument("--report-file", metavar="PATH", help="append each report to PATH, a JSON line (implies --report)")
-    summary = "run a program stock, then patched (test by test under pytest), and say what differs"
-    compare = commands.add_parser(
-        "compare", help=summary, usage=COMPARE_USAGE, description=COMPARE_DESCRIPTION, formatter_class=raw
-    )
+    summary = "run a program stock, then patched (test by test under pytest, unittest), and say what differs"
+    # fmt: off
+    compare = commands.add_parser("compare", help=summary, usage=COMPARE_USAGE, description=COMPARE_DESCRIPTION,
+                                  formatter_class=raw)
     compare.add_argument("--report", action="store_true", help="then print what each patched process saved")
-    compare.add_argument("--stdout", action="store_true", help="compare the standard output too, byte for byte")
+    compare.add_argument("--stdout", action="store_true", help="compare the standard output too, line by line")
+    compare.add_argument("--stderr", action="store_true", help="compare the standard error too, line by line")
+    compare.add_argument("--ignore", metavar="REGEX", action="append", default=[],
+                         help="leave what it matches out of --stdout's, --stderr's comparison (pytest's timing is)")
+    compare.add_argument("--reruns", metavar="N", type=int, default=RERUNS,
+                         help=f"run each test that differs again, alone, N times each way ({RERUNS}; 0: never)")
+    compare.add_argument("--timeout", metavar="SECONDS", type=float,
+                         help="stop a run that takes longer: SIGINT, SIGTERM, then SIGKILL (exit status 124)")
+    # fmt: on
+    compare.add_argument("--patched-first", action="store_true", help="run it patched first, then stock")
+    compare.add_argument("--json", metavar="FILE", help="also write the verdict, the runs and every test's outcomes")
     compare.add_argument("rest", nargs="*", help=SUPPRESS)  # the value split_program takes for --report-file: unnamed
     return parser, run, compare
 
@@ -98,7 +114,15 @@ def main(argv: list[str] | None = None) -> None:
             _launcher.launch(program, report=parsed.report, report_file=parsed.report_file, full=parsed.report_full)
         if argv[:1] == ["compare"]:
             parsed, program = parse_program(compare_parser, argv[1:], stdin=False)
-            sys.exit(_compare.compare(program, report=parsed.report, stdout=parsed.stdout))
+            if parsed.json is not None and (problem := _launcher.report_file_problem(parsed.json)):
+                compare_parser.error(f"argument --json: {parsed.json}: {problem}")
+            if parsed.reruns < 0 or (parsed.timeout is not None and parsed.timeout <= 0):
+                compare_parser.error("--reruns takes a whole number, 0 or more; --timeout, seconds above 0")
+            try:
+                parsed.ignore = [re.compile(pattern) for pattern in parsed.ignore]
+            except re.error as exc:
+                compare_parser.error(f"argument --ignore: not a regular expression: {exc}")
+            sys.exit(_compare.compare(program, parsed))
         if unknown := [arg for arg in argv if arg.startswith("-") and arg not in ("-h", "--help", "--version")][:1]:
             parser.error(f"unrecognized arguments: {unknown[0]}")  # before argparse takes what follows for a command
         status, lines = _status.check() if parser.parse_args(argv).command == "check" else (0, _status.status())

@@ -1,10 +1,12 @@
-"""`python -m fastcommon compare`: a program run stock, then patched, and the verdict: whether anything differs. Both
-runs load this module as a pytest plugin: a program's first pytest appends each test's outcome, as pytest counts it,
-to the file that OUTCOMES_VARIABLE names; a pytest it starts, or a pytest-xdist worker, records nothing."""
+"""`python -m fastcommon compare`: a program run stock and patched, each in a process group of its own, with what it
+recorded (_recording.py); the tests that differ run again, alone, to tell flaky from different; and the verdict, a
+value whose text is written in one place (Verdict.lines), read by the command line, --json and the tests."""
 
-import itertools
+import dataclasses
+import difflib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -13,84 +15,315 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any, NamedTuple
+from typing import Any, ClassVar
 
-from . import _launcher, _report
+from . import _environment, _launcher, _recording, _report
 
-OUTCOMES_VARIABLE = "FASTCOMMON_COMPARE_OUTCOMES"
-GIVEN_PLUGINS_VARIABLE = "FASTCOMMON_COMPARE_PYTEST_PLUGINS"  # PYTEST_PLUGINS as the program was given it, if set
-SHOWN = 50  # differing tests listed; the rest are counted
+# compare's exit status for each verdict (docs/adoption.md); stopped by a signal: 128 + its number, as a shell says
+STATUSES = {"same": 0, "different": 1, "not started": 3, "refused": 4, "no tests": 5, "not patched": 6,
+            "incomplete": 7, "timed out": 124}  # fmt: skip
+REFUSING = {"pytest": 4, "unittest": 2}  # each runner's exit status when it refuses its arguments
 COUNTED = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")  # pytest's order in its summary line
+PYTEST_TIMING = r" in [\d.]+s( \(\d+:\d\d:\d\d\))?"  # left out of --stdout's comparison where pytest ran
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 NOT_RUN = "not run"
-NO_LINE = "(no such line: the output ends before it)"
+OUTPUTS = {"stdout": "standard output", "stderr": "standard error"}  # --stdout, --stderr: what they compare
+SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines shown, stderr lines quoted
 EVERY = 10  # seconds between progress lines
-STOP_GRACE = 5  # seconds a stopped run has to end after SIGTERM, before SIGKILL
+GRACE = 5  # seconds a stopped run's processes have after each signal: SIGINT, SIGTERM, then SIGKILL
 
 
-class Run(NamedTuple):
-    """One run of the program: its exit status, the file of its stdout, its tests' outcomes (None: no pytest ran)."""
+class Stopped(Exception):
+    """compare stopped by a signal (its name), or a run by --timeout ("timed out"), in ``run`` (once known)."""
 
-    status: int
-    stdout: str
-    outcomes: dict[str, str] | None
+    deferring = False  # while a run's process starts: a signal waits in ``deferred`` until it has
+    deferred: ClassVar[list[str]] = []
+
+    def __init__(self, kind: str) -> None:
+        self.kind, self.run = kind, ""
+        self.running: str | None = None
 
 
-def compare(program: list[str], report: bool, stdout: bool) -> int:
-    """Run ``program`` stock, then patched, and print the verdict: 0 the same, 1 something differs, 130 Ctrl-C."""
+@dataclasses.dataclass
+class Run:
+    """One run of the program: how it ended, and what its test runner recorded (runner None: none did)."""
+
+    name: str
+    prefix: str  # its files: .stdout, .stderr, .records (.only, .cache: _recording.py)
+    status: int = 0
+    seconds: float = 0.0
+    runner: str | None = None
+    collected: list[str] | None = None
+    outcomes: dict[str, str] = dataclasses.field(default_factory=dict)
+    reruns: Counter[str] = dataclasses.field(default_factory=Counter)
+    running: str | None = None  # the test that had started, and not ended, when the process ended
+    patched: int | None = None  # the most names a process of it patched; None: no process patched grpc
+
+    def read(self) -> "Run":
+        """Read what the run recorded so far (a line still being written has no end yet)."""
+        self.runner = self.collected = self.running = self.patched = None
+        self.reruns = Counter()
+        try:
+            with open(self.prefix + ".records", "rb") as file:
+                records = [json.loads(line) for line in file.read().split(b"\n")[:-1]]
+        except FileNotFoundError:
+            records = []
+        categories: dict[str, list[str]] = {}
+        finished = False
+        for record in records:
+            self.runner = record.get("runner", self.runner)
+            self.collected = record.get("collected", self.collected)
+            self.running = record.get("started", self.running)
+            finished = finished or "finished" in record
+            if "patched" in record:
+                self.patched = max(self.patched or 0, record["patched"])
+            if "test" in record:
+                self.running = None if record["test"] == self.running else self.running
+                if record["outcome"] == "rerun":  # pytest-rerunfailures: what counts is how the test ended
+                    self.reruns[record["test"]] += 1
+                else:
+                    categories.setdefault(record["test"], []).append(record["outcome"])
+        self.outcomes = {test: "+".join(each) for test, each in categories.items()}
+        self.running = None if finished else self.running
+        if self.running:
+            self.outcomes[self.running] = f"process ended: exit status {status_text(self.status)}"
+        return self
+
+    def tail(self) -> list[str]:
+        """The last lines of its stderr."""
+        with open(self.prefix + ".stderr", "rb") as file:
+            return file.read().decode(errors="backslashreplace").strip().splitlines()[-TAIL:]
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What compare found: its kind (a key of STATUSES, or the signal that stopped it), a line, the details."""
+
+    kind: str
+    headline: str
+    details: tuple[str, ...] = ()
+    kept: str | None = None  # the folder that keeps every run's output
+    tests: dict[str, Any] = dataclasses.field(default_factory=dict)  # each test's outcomes, for --json
+
+    @property
+    def status(self) -> int:
+        return STATUSES[self.kind] if self.kind in STATUSES else 128 + signal.Signals[self.kind]
+
+    def lines(self) -> list[str]:
+        kept = [shortened(f"the output of every run is kept in {self.kept}")] if self.kept else []
+        return [shortened(f"fastcommon compare: {self.headline}"), *self.details, *kept]
+
+
+def compare(program: list[str], options: Any) -> int:
+    """Run ``program`` stock and patched, as ``options`` say; print the verdict; return compare's exit status."""
     folder = tempfile.mkdtemp(prefix="fastcommon-compare-")
-    report_file = os.path.join(folder, "report.jsonl") if report else None
+    runs: list[Run] = []
+    handlers = {signum: signal.signal(signum, stopped) for signum in STOPPING}
     try:
-        stock = run("stock", program, _launcher.stock_environment(), folder)
-        patched = run("patched", program, _launcher.environment(report=False, report_file=report_file), folder)
-    except KeyboardInterrupt:
-        progress("interrupted; the run was stopped, and nothing compared")
-        shutil.rmtree(folder, ignore_errors=True)
-        return 130
-    lines, differs = verdict(stock, patched, stdout, folder)
-    if report_file:
-        lines += report_lines(report_file)
-    if not differs:
+        verdict = judge(program, options, folder, runs)
+    except Stopped as stop:
+        running = f", in {stop.running}" if stop.running else ""
+        if stop.kind == "timed out":
+            took = f"the {stop.run} took over {options.timeout:g} s (--timeout){running}, and was stopped"
+            verdict = Verdict(stop.kind, f"nothing compared: {took}", tuple(runs[-1].tail()), folder)
+        else:
+            during = f" during the {stop.run}{running}" if stop.run else ""
+            verdict = Verdict(stop.kind, f"stopped by {stop.kind}{during}; nothing compared")
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    lines = verdict.lines() + (report_lines(os.path.join(folder, "report.jsonl")) if options.report else [])
+    if options.json:
+        runs_ = [{"name": run.name, "status": run.status, "seconds": round(run.seconds, 3)} for run in runs]
+        with open(options.json, "w", encoding="utf-8") as file:
+            json.dump({"verdict": verdict.kind, "status": verdict.status, "lines": lines, "runs": runs_,
+                       "tests": verdict.tests}, file, indent=1)  # fmt: skip
+    if not verdict.kept:
         shutil.rmtree(folder, ignore_errors=True)
     print(*lines, sep="\n", flush=True)
-    return 1 if differs else 0
+    return verdict.status
 
 
-def run(name: str, program: list[str], environ: dict[str, str], folder: str) -> Run:
-    """Run the program once in ``environ``, its output in ``folder``; say on stderr as it starts, goes and ends."""
-    outcomes = os.path.join(folder, f"{name}.outcomes.jsonl")
-    given = environ.get("PYTEST_PLUGINS")  # pytest_configure gives it back, for the processes pytest starts
-    environ = {**environ, "PYTEST_PLUGINS": with_this_plugin(given), OUTCOMES_VARIABLE: outcomes}
-    if given is not None:
-        environ[GIVEN_PLUGINS_VARIABLE] = given
-    command = _launcher.command(program)
-    progress(f"{name} run: {shlex.join(['python', *program])}")
+def stopped(signum: int, frame: Any) -> None:
+    if not Stopped.deferring:
+        raise Stopped(signal.Signals(signum).name)
+    Stopped.deferred.append(signal.Signals(signum).name)
+
+
+def judge(program: list[str], options: Any, folder: str, runs: list[Run]) -> Verdict:
+    """Run the program stock and patched (``options.patched_first``: patched first), the differing tests again."""
+    order = (True, False) if options.patched_first else (False, True)
+
+    def go(patched: bool, again: int = 0, only: list[str] | None = None) -> Run:
+        name = ("patched" if patched else "stock") + (f" rerun {again}" if again else " run")
+        report = os.path.join(folder, "report.jsonl") if options.report and patched and not again else None
+        runs.append(Run(name, os.path.join(folder, name.replace(" ", "-"))))
+        return run(runs[-1], program, options, report, only)
+
+    first = go(order[0])
+    if verdict := nothing_compared([first], folder):
+        return verdict
+    second = go(order[1])
+    stock, patched = (second, first) if options.patched_first else (first, second)
+    if verdict := nothing_compared([stock, patched], folder):
+        return verdict
+    tests = sorted(stock.outcomes.keys() | patched.outcomes.keys())
+    outcomes = {test: ([stock.outcomes.get(test, NOT_RUN)], [patched.outcomes.get(test, NOT_RUN)]) for test in tests}
+    differing = [test for test, (before, after) in outcomes.items() if before != after]
+    for again in range(1, options.reruns + 1 if differing else 1):  # the differing tests alone, each way in turn
+        for each in order:
+            rerun = go(each, again, differing)
+            for test in differing:  # where it ran, or was collected in a run that did not end early
+                if test in rerun.outcomes or (test in (rerun.collected or ()) and not rerun.running):
+                    outcomes[test][each].append(rerun.outcomes.get(test, NOT_RUN))  # each: 0 stock, 1 patched
+    return verdict_of(stock, patched, outcomes, differing, options, folder)
+
+
+def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
+    """The verdict where these runs leave nothing to compare: the program did not start, its test runner refused
+    its arguments or ran no test, or no process of the patched run patched grpc; else None."""
+    last = runs[-1]
+    said = f"{last.name}, exit status {status_text(last.status)}"
+    tail = tuple(f"  {line}" for line in last.tail())
+    # python's own refusal, in a line: no such file, no such module
+    unstarted = (
+        not last.runner and last.status in (1, 2) and len(tail) == 1 and tail[0].startswith(f"  {sys.executable}:")
+    )
+    if unstarted or (last.runner and last.status == REFUSING[last.runner] and not last.outcomes):
+        what = "the program could not start" if unstarted else f"{last.runner} refused its arguments"
+        return Verdict("not started" if unstarted else "refused", f"nothing compared: {what} ({said})", tail, folder)
+    if len(runs) == 2 and all(run.runner and not run.outcomes for run in runs):
+        statuses = ", ".join(f"{run.name} {status_text(run.status)}" for run in runs)
+        return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail, folder)
+    patched = next((run for run in runs if run.name == "patched run"), None)
+    if patched and not patched.patched:
+        imported = "imported grpc, but fastcommon patched nothing (see python -m fastcommon check)"
+        what = imported if patched.patched == 0 else "imported grpc, so fastcommon patched nothing"
+        return Verdict("not patched", f"nothing compared: no process of the patched run {what} ({said})", tail, folder)
+    return None
+
+
+def verdict_of(stock: Run, patched: Run, outcomes: dict[str, tuple[list[str], list[str]]], differing: list[str],
+               options: Any, folder: str) -> Verdict:  # fmt: skip
+    """The verdict on two runs that both ran: what differs, what is flaky, what ended early, or the same."""
+    flaky = [test for test in differing if len(set(outcomes[test][0])) > 1]  # stock alone disagrees with itself
+    different = [test for test in differing if test not in flaky]
+    details: list[str] = []
+    if different:
+        again = f" (then alone, {plural(options.reruns, 'time')} each way)" if options.reruns else ""
+        details.append(f"tests, stock -> patched{again}:")
+        for test in different[:SHOWN]:
+            (before, *_), after = outcomes[test]
+            times = sum(outcome != before for outcome in after)
+            each = "" if len(after) == 1 else ", every time" if times == len(after) else (
+                f", in {times} of {len(after)} patched runs; every stock run: {before}")  # fmt: skip
+            details += test_lines(test, f"{before} -> {after[0]}{each}")
+        details += [f"  ... and {len(different) - SHOWN:,} more"] if len(different) > SHOWN else []
+    if flaky:
+        details.append("flaky: their outcome changes between stock runs too (not a difference):")
+        for test in flaky[:SHOWN]:
+            details += test_lines(test, f"stock {', '.join(outcomes[test][0])}; patched {', '.join(outcomes[test][1])}")
+    differences = [f"{len(different):,} of {len(outcomes):,} tests"] if different else []
+    if stock.status != patched.status:
+        differences += ["the exit status"] if different or not differing else []  # else the flaky tests say why
+        details.append(f"exit status: stock {status_text(stock.status)}, patched {status_text(patched.status)}")
+    ignored = [*options.ignore, *([PYTEST_TIMING] if stock.runner == "pytest" else [])]
+    for output, name in OUTPUTS.items():
+        if getattr(options, output) and (shown := output_difference(output, stock, patched, ignored)):
+            differences.append(f"the {name}")
+            details += shown
+    for ended in (stock, patched):
+        if ended.running:
+            never = len(ended.collected or ()) - len(ended.outcomes)
+            never_ran = f"; {plural(never, 'test')} after it never ran" if never > 0 else ""
+            details.append(
+                f"the {ended.name} ended during {ended.running}, exit status {status_text(ended.status)}{never_ran}"
+            )
+    if reran := [f"{run.name} {plural(sum(run.reruns.values()), 'rerun')}" for run in (stock, patched) if run.reruns]:
+        details.append(f"reran by the program (each test's last outcome is compared): {', '.join(reran)}")
+    tests = {test: {"stock": before, "patched": after} for test, (before, after) in outcomes.items()}
+    if differences:
+        listed = ", ".join(differences[:-1]) + " and " * (len(differences) > 1) + differences[-1]
+        return Verdict("different", f"stock and patched differ in {listed}", tuple(details), folder, tests)
+    said = f"exit status {status_text(stock.status)}"
+    said += "".join(f", the same {name}" for output, name in OUTPUTS.items() if getattr(options, output))
+    if stock.running or patched.running:
+        headline = f"the same as far as both ran, but both ended early ({said})"
+        return Verdict("incomplete", headline, tuple(details), folder, tests)
+    if stock.runner is None:
+        return Verdict("same", f"the same, stock and patched: {said}", tuple(details), tests=tests)
+    but = f", but for {plural(len(flaky), 'flaky test')}" if flaky else ""
+    headline = f"the same, test by test, stock and patched{but}: {counts(stock.outcomes)} ({said})"
+    return Verdict("same", headline, tuple(details), tests=tests)
+
+
+def test_lines(test: str, text: str) -> list[str]:
+    """A test's line in a verdict; two where it is long: the test's id whole on the first."""
+    return [f"  {test}: {text}"] if len(test) + len(text) <= _report.WIDTH - 4 else [f"  {test}:", f"    {text}"]
+
+
+def run(run: Run, program: list[str], options: Any, report_file: str | None, only: list[str] | None) -> Run:
+    """Run the program once, in a process group of its own, its output in files; say on stderr as it goes."""
+    patched = run.name.startswith("patched")
+    environ = _launcher.environment(False, report_file) if patched else _launcher.stock_environment()
+    given = environ.get("PYTEST_PLUGINS")  # its pytest gives it back, for the processes it starts
+    environ |= {"PYTEST_PLUGINS": _recording.plugins_with_this(given), _environment.COMPARE_RUN: run.prefix}
+    environ |= {_environment.COMPARE_PYTEST_PLUGINS: given} if given is not None else {}
+    environ |= {_environment.COMPARE_PATCHED: run.prefix + ".records"} if patched else {}
+    if only is not None:
+        with open(run.prefix + ".only", "w", encoding="utf-8") as file:
+            file.write("".join(f"{test}\n" for test in only))
+    _, pythons, module = _launcher.split_program(program)
+    recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
+    alone = f" (only the {len(only):,} tests that differ)" if only is not None else ""
+    progress(f"{run.name}: {shlex.join(['python', *program])}{alone}")
     started = time.monotonic()
-    stdout = os.path.join(folder, f"{name}.stdout")
-    with open(stdout, "wb") as out, open(os.path.join(folder, f"{name}.stderr"), "wb") as err:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=environ)
-    status = wait(process, name, started, outcomes)
-    progress(f"{name} run ended after {time.monotonic() - started:.1f} s, exit status {status_text(status)}")
-    return Run(status, stdout, read_outcomes(outcomes))
-
-
-def wait(process: subprocess.Popen[bytes], name: str, started: float, outcomes: str) -> int:
-    """The run's exit status, and meanwhile a line every EVERY seconds; on Ctrl-C, the run ended (SIGTERM, SIGKILL)."""
+    Stopped.deferring = True  # a signal now ends the process once it has started
     try:
-        while True:
+        with open(run.prefix + ".stdout", "wb") as out, open(run.prefix + ".stderr", "wb") as err:
+            process = subprocess.Popen(_launcher.command([*pythons, *recorded]), stdin=subprocess.DEVNULL,
+                                       stdout=out, stderr=err, env=environ, start_new_session=True)  # fmt: skip
+    finally:
+        Stopped.deferring = False
+    try:
+        if Stopped.deferred:
+            raise Stopped(Stopped.deferred.pop())
+        while (status := process.poll()) is None:
+            wait = EVERY if options.timeout is None else min(EVERY, started + options.timeout - time.monotonic())
             try:
-                return process.wait(timeout=EVERY)
+                process.wait(timeout=max(wait, 0))
             except subprocess.TimeoutExpired:
-                recorded = read_outcomes(outcomes)
-                tests = "" if recorded is None else f", {len(recorded):,} tests recorded"
-                progress(f"{name} run: {time.monotonic() - started:.0f} s{tests}")
-    except KeyboardInterrupt:
-        process.terminate()
-        try:
-            process.wait(timeout=STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+                if options.timeout is not None and time.monotonic() >= started + options.timeout:
+                    raise Stopped("timed out") from None
+                progress(f"{run.name}: {time.monotonic() - started:.0f} s, {len(run.read().outcomes):,} tests")
+    except Stopped as stop:
+        stop.run, stop.running = run.name, run.read().running
+        end(process, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL))  # pytest tears its fixtures down on SIGINT
         raise
+    end(process, (signal.SIGTERM, signal.SIGKILL))  # whatever the program left running in its group
+    run.status, run.seconds = status, time.monotonic() - started
+    progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(status)}")
+    return run.read()
+
+
+def end(process: subprocess.Popen[bytes], signals: tuple[signal.Signals, ...]) -> None:
+    """End the process group the run started, each signal given GRACE seconds; signals to compare wait meanwhile."""
+    handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPPING}
+    try:
+        for signum in signals:
+            deadline = time.monotonic() + GRACE
+            try:
+                os.killpg(process.pid, signum)
+                while time.monotonic() < deadline:
+                    process.poll()  # the group's leader, reaped: it counts no more
+                    os.killpg(process.pid, 0)
+                    time.sleep(0.02)
+            except ProcessLookupError:  # no process of the group is left
+                return
+    finally:
+        process.wait()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 def progress(text: str) -> None:
@@ -98,55 +331,16 @@ def progress(text: str) -> None:
     print(shortened(f"fastcommon compare: {text}"), file=sys.stderr, flush=True)
 
 
-def read_outcomes(path: str) -> dict[str, str] | None:
-    """Each node id's outcome, its reports' categories joined with + (passed+error); None where pytest recorded none."""
-    try:
-        with open(path, "rb") as file:
-            lines = file.read().split(b"\n")[:-1]  # a line still being written has no end yet
-    except FileNotFoundError:
-        return None
-    categories: dict[str, list[str]] = {}
-    for record in map(json.loads, lines):
-        categories.setdefault(record["nodeid"], []).append(record["outcome"])
-    return {nodeid: "+".join(each) for nodeid, each in categories.items()}
-
-
-def verdict(stock: Run, patched: Run, with_stdout: bool, folder: str) -> tuple[list[str], bool]:
-    """The lines that say whether the runs differ (and where their output is kept), and whether they do."""
-    differences: list[str] = []
-    details: list[str] = []
-    before, after = stock.outcomes or {}, patched.outcomes or {}  # no tests where no pytest ran
-    tests = sorted(before.keys() | after.keys())
-    differing = [nodeid for nodeid in tests if before.get(nodeid, NOT_RUN) != after.get(nodeid, NOT_RUN)]
-    if differing:
-        differences.append(f"{len(differing):,} of {len(tests):,} tests")
-        details.append("tests, stock -> patched:")
-        for nodeid in differing[:SHOWN]:
-            change = f"{before.get(nodeid, NOT_RUN)} -> {after.get(nodeid, NOT_RUN)}"
-            line = f"  {nodeid}: {change}"
-            details.append(line if len(line) <= _report.WIDTH else f"  {nodeid}:\n    {change}")
-        details += [f"  ... and {len(differing) - SHOWN:,} more"] if len(differing) > SHOWN else []
-    if stock.status != patched.status:
-        differences.append("the exit status")
-        details.append(f"exit status: stock {status_text(stock.status)}, patched {status_text(patched.status)}")
-    if with_stdout and (difference := first_difference(stock.stdout, patched.stdout)):
-        differences.append("the standard output")
-        details += difference
-    if differences:
-        listed = ", ".join(differences[:-1]) + " and " * (len(differences) > 1) + differences[-1]
-        kept = shortened(f"stdout and stderr of both runs are kept in {folder}")
-        return [f"fastcommon compare: stock and patched differ in {listed}", *details, kept], True
-    status = f"exit status {status_text(stock.status)}" + (", the same standard output" if with_stdout else "")
-    if stock.outcomes is not None or patched.outcomes is not None:  # pytest ran, and every test is the same
-        return [f"fastcommon compare: the same, test by test, stock and patched: {counts(before)} ({status})"], False
-    return [f"fastcommon compare: the same, stock and patched: {status}"], False
-
-
 def counts(outcomes: dict[str, str]) -> str:
-    """The outcomes counted as pytest's summary line counts them: 961 passed, 3 skipped, 1 xfailed."""
+    """The outcomes counted as pytest's summary line counts them: 961 passed, 3 skipped, 1 xfailed; unittest's too."""
     counted = Counter(category for outcome in outcomes.values() for category in outcome.split("+"))
     order = sorted(counted, key=lambda c: COUNTED.index(c) if c in COUNTED else len(COUNTED))
     return ", ".join(f"{counted[c]:,} {c}{'s' if c == 'error' and counted[c] > 1 else ''}" for c in order)
+
+
+def plural(count: int, word: str) -> str:
+    """3 tests, 1 test."""
+    return f"{count:,} {word}{'s' * (count != 1)}"
 
 
 def status_text(status: int) -> str:
@@ -155,19 +349,32 @@ def status_text(status: int) -> str:
     return f"{status} ({names[status]})" if status in names else str(status)
 
 
-def first_difference(stock: str, patched: str) -> list[str]:
-    """Where two files of output first differ, and that line of each, shortened; nothing where they are the same."""
-    with open(stock, "rb") as before, open(patched, "rb") as after:
-        outputs = before.read(), after.read()
-    if outputs[0] == outputs[1]:
+def output_difference(output: str, stock: Run, patched: Run, ignored: list[str]) -> list[str]:
+    """The lines in which two runs' ``output`` (stdout, stderr) differ, ``ignored`` left out, shown so that the
+    difference shows; nothing where they are the same."""
+    lines = []
+    for each in (stock, patched):
+        with open(f"{each.prefix}.{output}", "rb") as file:
+            text = file.read().decode("utf-8", "surrogateescape")
+        for pattern in ignored:
+            text = re.sub(pattern, "", text)
+        lines.append(text.splitlines(keepends=True))
+    if lines[0] == lines[1]:
         return []
-    pairs = itertools.zip_longest(*(output.splitlines(keepends=True) for output in outputs))
-    number, pair = next((n, p) for n, p in enumerate(pairs, 1) if p[0] != p[1])
-    shown = [NO_LINE if line is None else line.rstrip(b"\r\n").decode(errors="backslashreplace") for line in pair]
-    if shown[0] == shown[1]:  # they differ only where it does not show: the line's end, say
-        shown = [repr(line) for line in pair]
-    lines = [shortened(f"  {run + ':':<8} {line}") for run, line in zip(("stock", "patched"), shown, strict=True)]
-    return [f"standard output, from line {number:,}:", *lines]
+    shown = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines[0], lines[1], autojunk=False).get_opcodes():
+        for name, numbers, side in (("stock", range(i1, i2), lines[0]), ("patched", range(j1, j2), lines[1])):
+            shown += [f"  {name + ':':<8} line {n + 1:,}: {visible(side[n])}" for n in numbers if tag != "equal"]
+    more = [f"  ... and {len(shown) - LINES_SHOWN:,} more lines"] if len(shown) > LINES_SHOWN else []
+    return [f"{output}, the lines that differ:", *shown[:LINES_SHOWN], *more]
+
+
+def visible(line: str) -> str:
+    """A line as it reads; quoted and escaped where it would look like another: blanks at its end, control
+    characters, bytes that are not UTF-8, no end of line."""
+    text = line[:-1] if line.endswith("\n") else line
+    plain = line.endswith("\n") and text.isprintable() and text == text.strip() and text != ""
+    return text if plain else repr(text.encode("utf-8", "surrogateescape"))[1:] + ("" if text != line else " (no end)")
 
 
 def shortened(text: str) -> str:
@@ -185,42 +392,3 @@ def report_lines(path: str) -> list[str]:
         return ["fastcommon compare --report: no patched process reported (none imported grpc)"]
     blocks = "".join(_report.text(summary) for summary in summaries)
     return [f"fastcommon compare --report: what each patched process saved ({len(summaries):,})", blocks.rstrip("\n")]
-
-
-def with_this_plugin(given: str | None) -> str:
-    """PYTEST_PLUGINS with this module added to what the program was given (pytest refuses an empty entry)."""
-    return f"{given},{__name__}" if given else __name__
-
-
-def pytest_configure(config: Any) -> None:  # pytest's hook: this module is its plugin in both runs
-    path = os.environ.pop(OUTCOMES_VARIABLE, None)  # a pytest that this one starts records nothing
-    given = os.environ.pop(GIVEN_PLUGINS_VARIABLE, None)
-    if path and os.environ.get("PYTEST_PLUGINS") == with_this_plugin(given):  # not set since by the program
-        os.environ.pop("PYTEST_PLUGINS")  # the processes this pytest starts see it as the program was given it
-        if given is not None:
-            os.environ["PYTEST_PLUGINS"] = given
-    if path and not hasattr(config, "workerinput"):  # the controller of xdist's workers sees every report
-        config.pluginmanager.register(Recorder(config, path), "fastcommon-compare-recorder")
-
-
-class Recorder:
-    """In pytest: each counted outcome appended to the file, a line in one write (processes never interleave lines)."""
-
-    def __init__(self, config: Any, path: str) -> None:
-        self.config = config
-        self.descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def pytest_runtest_logreport(self, report: Any) -> None:
-        category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
-        if category:  # "" for what pytest does not count: a setup or teardown that passed
-            self.record(report.nodeid, category)
-
-    def pytest_collectreport(self, report: Any) -> None:
-        if report.failed or report.skipped:  # skipped: a whole module (pytest.importorskip), as pytest counts it
-            self.record(report.nodeid, "error" if report.failed else "skipped")
-
-    def pytest_unconfigure(self) -> None:
-        os.close(self.descriptor)
-
-    def record(self, nodeid: str, outcome: str) -> None:
-        os.write(self.descriptor, (json.dumps({"nodeid": nodeid, "outcome": outcome}) + "\n").encode())

@@ -8,16 +8,17 @@ import sys
 import warnings
 from typing import NoReturn
 
-from . import _ending, _environment
+from . import _ending, _environment, _recording
 from ._implementation import FastcommonWarning
-from ._patching import patch
+from ._patching import is_patched, patch
+from ._registry import NAMES
 
 # Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
 REPLACE_PROCESS = sys.platform != "win32"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
 
 PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
-VALUE_OPTIONS = ("--report-file",)  # fastcommon's own options that take a value, as the next argument
+VALUE_OPTIONS = ("--report-file", "--ignore", "--reruns", "--timeout", "--json")  # run's, compare's: "--x v"
 PYTHON_VALUE_OPTIONS = ("-X", "-W")  # python's options that take a value, attached or next
 PYTHON_FLAGS = "bBdiOPqRsuv"  # python's flags, alone or together (-OO, -uB)
 SKIPS_STARTUP = "EIS"  # python's flags under which it would ignore PYTHONPATH, or not run sitecustomize
@@ -113,5 +114,7 @@ def grpc_imported() -> None:
             _ending.start(to_stderr, full, path)
         else:
             patch()
+        if path := os.environ.get(_environment.COMPARE_PATCHED):  # in compare's patched run: say what it patched
+            _recording.append(path, pid=os.getpid(), patched=sum(map(is_patched, NAMES)))
     except Exception as exc:  # a failure here must not take the program down with it
         warnings.warn(f"fastcommon could not patch grpc: {exc!r}", FastcommonWarning, stacklevel=2)

@@ -1,0 +1,163 @@
+"""What `compare` runs inside the program: its pytest plugin (PYTEST_PLUGINS loads it) and its unittest (`python -m
+fastcommon._recording ARGS` in place of `python -m unittest ARGS`). The program's first pytest or unittest appends to
+the file COMPARE_RUN names, a JSON line per fact: the runner, the tests collected, each test as it starts and ends, the
+end; a pytest or unittest it starts, or a pytest-xdist worker, records nothing. In a rerun, the tests in the file
+beside it, ``.only``, run alone; with pytest, from this run's copy of the program's cache, ``.cache``."""
+
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+from . import _environment
+
+
+def append(path: str, **record: Any) -> None:
+    """Append ``record`` to ``path`` as a JSON line, in one write: processes never interleave lines."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(descriptor, (json.dumps(record) + "\n").encode())
+    os.close(descriptor)
+
+
+class Run:
+    """This process's part in a run of compare's: where it records, and the tests a rerun runs (None: all)."""
+
+    def __init__(self, runner: str) -> None:
+        self.prefix = os.environ.pop(_environment.COMPARE_RUN, "")  # the processes this one starts record nothing
+        self.only = None
+        if self.prefix and os.path.exists(self.prefix + ".only"):
+            with open(self.prefix + ".only", encoding="utf-8") as file:
+                self.only = set(file.read().splitlines())
+        self.records = (
+            os.open(self.prefix + ".records", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if self.prefix else -1
+        )
+        self.record(runner=runner)
+
+    def record(self, **record: Any) -> None:
+        if self.records >= 0:  # a line in one write: processes never interleave lines
+            os.write(self.records, (json.dumps(record) + "\n").encode())
+
+
+# pytest's hooks: this module is the plugin in both runs.
+
+_run: Run | None = None
+
+
+def pytest_addoption(pluginmanager: Any) -> None:  # the first hook, called as pytest loads this plugin
+    global _run
+    given = os.environ.pop(_environment.COMPARE_PYTEST_PLUGINS, None)
+    if os.environ.get("PYTEST_PLUGINS") == plugins_with_this(given):  # not set since, by the program
+        os.environ.pop("PYTEST_PLUGINS")  # the processes this pytest starts see it as the program was given it
+        if given is not None:
+            os.environ["PYTEST_PLUGINS"] = given
+    _run = Run("pytest")
+
+
+def pytest_cmdline_main(config: Any) -> None:  # before the cache plugin and pytest-xdist configure themselves
+    if _run is None or not _run.prefix:
+        return
+    if config.pluginmanager.has_plugin("cacheprovider"):  # this run's copy of the cache: the program's stays as it was
+        cache = _run.prefix + ".cache"
+        original = os.path.join(config.rootpath, os.path.expanduser(os.path.expandvars(config.getini("cache_dir"))))
+        if os.path.isdir(original) and not os.path.exists(cache):
+            shutil.copytree(original, cache, symlinks=True)
+        if isinstance(getattr(config, "_inicache", None), dict):
+            config._inicache["cache_dir"] = cache
+    if _run.only is not None and hasattr(config.option, "dist"):  # a rerun runs in this process, not xdist's workers
+        config.option.dist = "no"
+
+
+def pytest_configure(config: Any) -> None:
+    if _run is not None and _run.prefix and not hasattr(config, "workerinput"):  # xdist's controller sees all
+        config.pluginmanager.register(_PytestRecorder(config, _run), "fastcommon-compare-recorder")
+
+
+def plugins_with_this(given: str | None) -> str:
+    """PYTEST_PLUGINS with this module added to what the program was given (pytest refuses an empty entry)."""
+    return f"{given},{__name__}" if given else __name__
+
+
+class _PytestRecorder:
+    def __init__(self, config: Any, run: Run) -> None:
+        self.config, self.run = config, run
+
+    def pytest_collection_modifyitems(self, config: Any, items: list[Any]) -> None:
+        if self.run.only is not None:
+            config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in self.run.only])
+            items[:] = [item for item in items if item.nodeid in self.run.only]
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.run.record(collected=[item.nodeid for item in session.items])
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.run.record(started=nodeid)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
+        if category:  # "" for what pytest does not count: a setup or teardown that passed
+            self.run.record(test=report.nodeid, outcome=category)
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed or report.skipped:  # skipped: a whole module (pytest.importorskip), as pytest counts it
+            self.run.record(test=report.nodeid, outcome="error" if report.failed else "skipped")
+
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        self.run.record(finished=int(exitstatus))
+
+
+# Each of unittest's TestResult.add* methods, and the outcome it records, in unittest's words.
+UNITTEST_OUTCOMES = {"Success": "ok", "Failure": "FAIL", "Error": "ERROR", "Skip": "skipped",
+                     "ExpectedFailure": "expected failure", "UnexpectedSuccess": "unexpected success"}  # fmt: skip
+
+
+def unittest_main() -> None:
+    """`python -m unittest` as compare runs it: each test's outcome recorded, in unittest's words."""
+    import unittest
+
+    run = Run("unittest")
+
+    def tests(suite: Any) -> list[Any]:
+        return [test for each in suite for test in tests(each)] if isinstance(suite, unittest.TestSuite) else [suite]
+
+    def recorded(add: str, outcome: str) -> Any:
+        def add_and_record(self: Any, test: Any, *args: Any) -> None:
+            getattr(unittest.TextTestResult, add)(self, test, *args)
+            run.record(test=test.id(), outcome=outcome)
+
+        return add_and_record
+
+    class Result(unittest.TextTestResult):
+        def startTest(self, test: Any) -> None:
+            run.record(started=test.id())
+            super().startTest(test)
+
+        def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
+            super().addSubTest(test, subtest, err)
+            failed = err is not None and issubclass(err[0], test.failureException)
+            run.record(test=subtest.id(), outcome="ok" if err is None else "FAIL" if failed else "ERROR")
+
+    for add, outcome in UNITTEST_OUTCOMES.items():
+        setattr(Result, f"add{add}", recorded(f"add{add}", outcome))
+
+    class Runner(unittest.TextTestRunner):
+        resultclass = Result  # type: ignore[assignment]  # typeshed's Callable, a class in unittest
+
+    class Program(unittest.TestProgram):
+        def runTests(self) -> None:
+            suite: Any = getattr(self, "test")  # noqa: B009  # made by parseArgs; typeshed does not say
+            if run.only is not None:
+                self.test = suite = unittest.TestSuite(test for test in tests(suite) if test.id() in run.only)
+            run.record(collected=[test.id() for test in tests(suite)])
+            super().runTests()
+
+    sys.argv[0] = "python -m unittest"  # as unittest's own __main__ says it in its usage
+    try:
+        Program(module=None, testRunner=Runner)
+    except SystemExit as end:
+        run.record(finished=end.code if isinstance(end.code, int) else 1)
+        raise
+
+
+if __name__ == "__main__":
+    unittest_main()

@@ -1,0 +1,640 @@
+"""`python -m fastcommon compare`: a program run stock and patched, and the verdict a user stakes a deploy on. Each
+wrong answer a user found is a test here: "the same" where nothing was compared, unittest by its exit status only, a
+flaky test read as a difference, the first run steering the second, processes left running when compare is stopped,
+differences nobody can see, a crash read as "the same"."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import sys
+import textwrap
+
+import pytest
+from conftest import NEEDS_GRPCIO
+
+pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
+
+import helpers
+
+from fastcommon import __main__ as command_line
+
+POSIX = pytest.mark.skipif(sys.platform == "win32", reason="process groups and POSIX signals")
+PYTEST = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
+ONCE = ["--reruns", "1"]  # where telling flaky from different is not the point: one run again each way
+IS_PATCHED = "grpc._common.encode.__module__ != 'grpc._common'"  # true in the patched run only
+KEPT = re.compile(r"^the output of every run is kept in (.+)$", re.MULTILINE)
+
+# A suite with one test that passes stock and fails patched, and the outcomes pytest counts besides.
+PLANTED = f"""
+    import grpc._common
+    import pytest
+
+
+    def test_encode_is_grpcs():
+        assert not {IS_PATCHED}
+
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_passes(n):
+        assert n
+
+
+    @pytest.mark.xfail(reason="planted")
+    def test_xfail():
+        assert False
+
+
+    @pytest.mark.skip(reason="planted")
+    def test_skip():
+        pass
+
+
+    @pytest.fixture
+    def broken_teardown():
+        yield
+        raise RuntimeError("teardown")
+
+
+    def test_teardown_error(broken_teardown):
+        pass
+"""
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """Where the test's programs are, with a temporary folder of its own for compare's (TMPDIR)."""
+    (tmp_path / "tmp").mkdir()
+    return tmp_path
+
+
+def write(folder, name, source):
+    (folder / name).write_text(textwrap.dedent(source))
+
+
+def compare(*args, cwd, env=None, **kwargs):
+    environ = {**(env or {}), "TMPDIR": str(cwd / "tmp")}
+    return helpers.python("-m", "fastcommon", "compare", *args, cwd=cwd, env=environ, **kwargs)
+
+
+def kept(result):
+    """The folder compare kept, with every run's output."""
+    return KEPT.search(result.stdout).group(1)
+
+
+def compares_folders(folder):
+    """The folders compare left in the temporary folder (pytest's own, made by the program, aside)."""
+    return [name for name in os.listdir(folder / "tmp") if name.startswith("fastcommon-compare-")]
+
+
+def alive(pid):
+    """Whether process ``pid`` runs (a zombie that no one reaps does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# ------------------------------------------------------------------ what differs, test by test
+
+
+def test_a_planted_difference_is_named_test_by_test_and_every_runs_output_kept(folder):
+    write(folder, "test_planted.py", PLANTED)
+    result = compare("--json", "verdict.json", *ONCE, *PYTEST, "test_planted.py", cwd=folder)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        "fastcommon compare: stock and patched differ in 1 of 6 tests",
+        "tests, stock -> patched (then alone, 1 time each way):",
+        "  test_planted.py::test_encode_is_grpcs: passed -> failed, every time",
+        f"the output of every run is kept in {kept(result)}",  # both exit 1: the teardown error
+    ]
+    assert os.path.dirname(kept(result)) == str(folder / "tmp")
+    for name in ("stock-run", "patched-run"):
+        with open(os.path.join(kept(result), f"{name}.stdout")) as stdout:
+            assert "1 error" in stdout.read()  # the program's own output, not the terminal's
+    with open(os.path.join(kept(result), "patched-rerun-1.stdout")) as stdout:
+        assert "1 failed, 5 deselected" in stdout.read()  # the differing test again, alone
+    written = json.loads((folder / "verdict.json").read_text())  # --json: the verdict, the runs, every test's outcomes
+    assert (written["verdict"], written["status"], written["lines"]) == ("different", 1, result.stdout.splitlines())
+    assert [run["name"] for run in written["runs"]] == ["stock run", "patched run", "stock rerun 1", "patched rerun 1"]
+    assert all(run["seconds"] > 0 for run in written["runs"])
+    assert written["tests"]["test_planted.py::test_encode_is_grpcs"] == {
+        "stock": ["passed", "passed"],
+        "patched": ["failed", "failed"],
+    }
+    assert written["tests"]["test_planted.py::test_teardown_error"] == {"stock": ["passed+error"], "patched": [
+        "passed+error"]}  # fmt: skip
+
+
+def test_the_same_suite_is_one_line_counted_as_pytest_counts_it_and_nothing_is_kept(folder):
+    write(folder, "test_planted.py", PLANTED)
+    same = ["-k", "not encode"]
+    result = compare(*PYTEST, "test_planted.py", *same, cwd=folder)
+    plain = helpers.python(*PYTEST, "test_planted.py", *same, cwd=folder)
+    counts = re.search(r"^(\d.*) in [\d.]+s$", plain.stdout, re.MULTILINE).group(1)
+    assert counts == "3 passed, 1 skipped, 1 deselected, 1 xfailed, 1 error"  # the teardown error, counted apart
+    assert (result.returncode, result.stdout) == (
+        0,
+        "fastcommon compare: the same, test by test, stock and patched: 3 passed, 1 skipped, 1 xfailed, 1 error"
+        " (exit status 1)\n",
+    ), result.stderr
+    assert compares_folders(folder) == []
+
+
+def test_a_collection_error_and_tests_not_run_are_outcomes(folder):
+    write(folder, "test_module.py", f"import grpc._common\nassert not {IS_PATCHED}\n\ndef test_runs():\n    pass\n")
+    result = compare("--reruns", "0", *PYTEST, cwd=folder)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[:4] == [
+        "fastcommon compare: stock and patched differ in 2 of 2 tests and the exit status",
+        "tests, stock -> patched:",
+        "  test_module.py: not run -> error",
+        "  test_module.py::test_runs: passed -> not run",
+    ]
+    assert "exit status: stock 0, patched 2" in result.stdout
+
+
+def test_many_differences_show_50_and_no_line_is_over_160_characters_but_a_longer_node_id(folder):
+    write(
+        folder,
+        "test_many.py",
+        f"""
+        import grpc._common
+        import pytest
+
+        @pytest.mark.parametrize("n", range(60), ids=lambda n: f"{{n:02}}" + "x" * (150 if n == 0 else 0))
+        def test_module(n):
+            assert not {IS_PATCHED}
+    """,
+    )
+    result = compare("--reruns", "0", *PYTEST, cwd=folder)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "fastcommon compare: stock and patched differ in 60 of 60 tests and the exit status"
+    assert lines[2:5] == [f"  test_many.py::test_module[00{'x' * 150}]:", "    passed -> failed", (
+        "  test_many.py::test_module[01]: passed -> failed")]  # fmt: skip
+    assert lines[52:54] == ["  test_many.py::test_module[49]: passed -> failed", "  ... and 10 more"]
+    assert [line for line in lines if len(line) > 160] == [f"  test_many.py::test_module[00{'x' * 150}]:"]
+
+
+UNITTESTS = f"""
+    import unittest
+    import grpc._common
+
+
+    class Planted(unittest.TestCase):
+        def test_ok(self):
+            pass
+
+        def test_fails_in_both(self):
+            self.fail("both")
+
+        def test_encode_is_grpcs(self):
+            self.assertFalse({IS_PATCHED})
+
+        @unittest.skip("planted")
+        def test_skip(self):
+            pass
+
+        @unittest.expectedFailure
+        def test_expected_failure(self):
+            self.fail()
+
+        @unittest.expectedFailure
+        def test_unexpected_success(self):
+            pass
+
+        def test_subtests(self):
+            for i in range(2):
+                with self.subTest(i=i):
+                    self.assertEqual(i, 0)
+
+        def test_error(self):
+            raise RuntimeError
+"""
+
+
+def test_unittest_is_compared_test_by_test_in_unittests_words(folder):
+    write(folder, "test_unit.py", UNITTESTS)
+    result = compare("--reruns", "0", "-m", "unittest", "test_unit", cwd=folder)
+    assert result.stdout.splitlines()[:3] == [
+        "fastcommon compare: stock and patched differ in 1 of 9 tests",
+        "tests, stock -> patched:",
+        "  test_unit.Planted.test_encode_is_grpcs: ok -> FAIL",
+    ], result.stdout + result.stderr
+    assert result.returncode == 1
+    same = compare(
+        "--json",
+        "verdict.json",
+        "--reruns",
+        "0",
+        "-m",
+        "unittest",
+        "-v",
+        "test_unit",
+        "-k",
+        "*.test_[eosu]*",
+        cwd=folder,
+    )
+    assert same.returncode == 1  # test_encode_is_grpcs is among them
+    outcomes = {
+        test: each["stock"] for test, each in json.loads((folder / "verdict.json").read_text())["tests"].items()
+    }
+    assert outcomes == {
+        "test_unit.Planted.test_encode_is_grpcs": ["ok"],
+        "test_unit.Planted.test_error": ["ERROR"],
+        "test_unit.Planted.test_expected_failure": ["expected failure"],
+        "test_unit.Planted.test_ok": ["ok"],
+        "test_unit.Planted.test_skip": ["skipped"],
+        "test_unit.Planted.test_subtests (i=1)": ["FAIL"],
+        "test_unit.Planted.test_subtests (i=0)": ["ok"],
+        "test_unit.Planted.test_unexpected_success": ["unexpected success"],
+    }
+    (folder / "tests").mkdir()
+    os.rename(folder / "test_unit.py", folder / "tests" / "test_unit.py")
+    discovered = compare("-m", "unittest", "discover", "-s", "tests", "-k", "ok", cwd=folder)
+    assert (discovered.returncode, discovered.stdout) == (
+        0,
+        "fastcommon compare: the same, test by test, stock and patched: 1 ok (exit status 0)\n",
+    ), discovered.stderr
+
+
+# ------------------------------------------------------------------ "the same" only after a comparison
+
+
+def test_nothing_compared_is_said_with_a_status_of_its_own_and_the_output_kept(folder):
+    write(folder, "test_planted.py", PLANTED)
+    (folder / "empty").mkdir()
+    cases = [  # (compare's arguments, its exit status, its first line, a line of the program's stderr it quotes)
+        (["nope.py"], 3, "the program could not start (stock run, exit status 2)", "can't open file"),
+        (["-m", "no_such_module"], 3, "the program could not start (stock run, exit status 1)", "No module named"),
+        ([*PYTEST, "test_planted.py", "--report"], 4, "pytest refused its arguments (stock run, exit status 4)",
+         "unrecognized arguments: --report"),
+        ([*PYTEST, "nope.py"], 4, "pytest refused its arguments (stock run, exit status 4)", "not found: nope.py"),
+        (["-m", "unittest", "--nope"], 4, "unittest refused its arguments (stock run, exit status 2)",
+         "unrecognized arguments: --nope"),
+        ([*PYTEST, "empty"], 5, "no test ran (exit status: stock run 5, patched run 5)", None),
+        ([*PYTEST, "--co", "test_planted.py"], 5, "no test ran (exit status: stock run 0, patched run 0)", None),
+        (["-c", "print('no grpc')"], 6, "no process of the patched run imported grpc, so fastcommon patched nothing"
+         " (patched run, exit status 0)", None),
+    ]  # fmt: skip
+    for args, status, first, quoted in cases:
+        result = compare(*args, cwd=folder)
+        lines = result.stdout.splitlines()
+        assert (result.returncode, lines[0]) == (status, f"fastcommon compare: nothing compared: {first}"), args
+        assert os.path.isdir(kept(result))
+        assert quoted is None or any(quoted in line for line in lines[1:-1]), (args, lines)
+    stock_only = compare("nope.py", cwd=folder)
+    assert " run: " in stock_only.stderr and "patched run" not in stock_only.stderr  # no second run of nothing
+
+
+def test_a_crash_names_the_test_it_ended_in_and_what_never_ran(folder):
+    write(
+        folder,
+        "test_crash.py",
+        f"""
+        import os, signal, grpc._common
+
+        def test_before():
+            pass
+
+        def test_exits():
+            os._exit(3)
+
+        def test_after():
+            pass
+
+        def test_segfaults_patched():
+            if {IS_PATCHED}:
+                os.kill(os.getpid(), signal.SIGSEGV)
+    """,
+    )
+    both = compare(*PYTEST, "test_crash.py", "-k", "not segfaults", cwd=folder)
+    assert (both.returncode, both.stdout.splitlines()[:3]) == (7, [
+        "fastcommon compare: the same as far as both ran, but both ended early (exit status 3)",
+        "the stock run ended during test_crash.py::test_exits, exit status 3; 1 test after it never ran",
+        "the patched run ended during test_crash.py::test_exits, exit status 3; 1 test after it never ran",
+    ]), both.stderr  # fmt: skip
+    patched = compare(*ONCE, *PYTEST, "test_crash.py", "-k", "segfaults", cwd=folder)
+    assert (patched.returncode, patched.stdout.splitlines()[:3]) == (1, [
+        "fastcommon compare: stock and patched differ in 1 of 1 tests and the exit status",
+        "tests, stock -> patched (then alone, 1 time each way):",
+        "  test_crash.py::test_segfaults_patched: passed -> process ended: exit status -11 (SIGSEGV), every time",
+    ]), patched.stderr  # fmt: skip
+
+
+# ------------------------------------------------------------------ flaky apart from different
+
+
+COUNTED = """
+    import os, grpc
+
+    def executions(name):
+        count = int(open(name).read()) + 1 if os.path.exists(name) else 1
+        open(name, "w").write(str(count))
+        return count
+
+    def test_flaky():  # fails on its 2nd and 3rd runs: patched, then stock again
+        assert executions("flaky.count") not in (2, 3)
+
+    def test_once_patched():  # fails on its 2nd run only: patched
+        assert executions("once.count") != 2
+
+    def test_steady():
+        pass
+"""
+
+
+def test_a_test_flaky_stock_too_is_told_apart_from_one_that_differs_only_patched(folder):
+    write(folder, "test_counted.py", COUNTED)
+    result = compare(*ONCE, *PYTEST, cwd=folder)
+    assert (result.returncode, result.stdout.splitlines()[:6]) == (1, [
+        "fastcommon compare: stock and patched differ in 1 of 3 tests and the exit status",
+        "tests, stock -> patched (then alone, 1 time each way):",
+        "  test_counted.py::test_once_patched: passed -> failed, in 1 of 2 patched runs; every stock run: passed",
+        "flaky: their outcome changes between stock runs too (not a difference):",
+        "  test_counted.py::test_flaky: stock passed, failed; patched failed, passed",
+        "exit status: stock 0, patched 1",
+    ]), result.stderr  # fmt: skip
+    for count in folder.glob("*.count"):
+        count.unlink()
+    flaky = compare(*ONCE, *PYTEST, "-k", "not once", cwd=folder)
+    assert (flaky.returncode, flaky.stdout.splitlines()[0]) == (
+        0, "fastcommon compare: the same, test by test, stock and patched, but for 1 flaky test: 2 passed (exit "
+        "status 0)")  # fmt: skip
+    for count in folder.glob("*.count"):
+        count.unlink()
+    unchecked = compare("--reruns", "0", *PYTEST, "-k", "not once", cwd=folder)
+    assert unchecked.returncode == 1 and "test_flaky: passed -> failed" in unchecked.stdout
+
+
+def test_a_test_the_program_reruns_counts_as_it_ended(folder):
+    pytest.importorskip("pytest_rerunfailures")
+    write(
+        folder,
+        "test_reran.py",
+        """
+        import os, grpc, pytest
+
+        @pytest.mark.flaky(reruns=2)
+        def test_passes_on_its_second_try():
+            count = int(open("count").read()) + 1 if os.path.exists("count") else 1
+            open("count", "w").write(str(count))
+            assert count % 2 == 0
+    """,
+    )
+    result = compare(*PYTEST, "-p", "no:flaky", cwd=folder)  # pytest-rerunfailures' mark, not flaky's
+    assert (result.returncode, result.stdout.splitlines()) == (0, [
+        "fastcommon compare: the same, test by test, stock and patched: 1 passed (exit status 0)",
+        "reran by the program (each test's last outcome is compared): stock run 1 rerun, patched run 1 rerun",
+    ]), result.stderr  # fmt: skip
+
+
+# ------------------------------------------------------------------ the runs apart
+
+
+def test_both_runs_start_from_the_programs_pytest_cache_and_neither_writes_it(folder):
+    write(folder, "test_cached.py", "import grpc\n\ndef test_fails():\n    assert 0\n\ndef test_passes():\n    pass\n")
+    fresh = compare("-m", "pytest", "-q", "--lf", cwd=folder)
+    assert fresh.stdout.startswith("fastcommon compare: the same, test by test, stock and patched: 1 failed, 1 passed")
+    assert not (folder / ".pytest_cache").exists()
+    helpers.python("-m", "pytest", "-q", "test_cached.py", cwd=folder)
+    cache = (folder / ".pytest_cache" / "v" / "cache" / "lastfailed").read_text()
+    last_failed = compare("--patched-first", "-m", "pytest", "-q", "--lf", cwd=folder)
+    assert last_failed.stdout.startswith("fastcommon compare: the same, test by test, stock and patched: 1 failed (")
+    assert (folder / ".pytest_cache" / "v" / "cache" / "lastfailed").read_text() == cache
+    runs = [line.split(":")[1].strip() for line in last_failed.stderr.splitlines() if line.endswith("-q --lf")]
+    assert runs == ["patched run", "stock run"]
+
+
+@pytest.mark.parametrize("given", [None, "", "their_plugin"])
+def test_a_pytest_that_the_suite_runs_records_nothing_and_sees_pytest_plugins_as_given(folder, given):
+    (folder / "inner").mkdir()
+    write(folder, "inner/test_inner.py", "def test_inner():\n    pass\n")
+    write(folder, "their_plugin.py", "")
+    write(
+        folder,
+        "test_outer.py",
+        f"""
+        import os, subprocess, sys, grpc
+
+        def test_outer():
+            assert os.environ.get("PYTEST_PLUGINS") == {given!r}
+            inner = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "inner"])
+            assert inner.returncode == 0
+    """,
+    )
+    result = compare(*PYTEST, "test_outer.py", cwd=folder, env={"PYTEST_PLUGINS": given})
+    assert result.stdout.endswith(": 1 passed (exit status 0)\n"), result.stdout + result.stderr
+
+
+def test_pytest_plugins_that_the_programs_conftest_sets_is_kept(folder):
+    write(folder, "their_plugin.py", "")
+    write(folder, "conftest.py", 'import os\nos.environ["PYTEST_PLUGINS"] = "their_plugin"\n')
+    write(
+        folder,
+        "test_it.py",
+        'import os, grpc\n\ndef test_it():\n    assert os.environ["PYTEST_PLUGINS"] == "their_plugin"',
+    )
+    result = compare(*PYTEST, "test_it.py", cwd=folder)
+    assert result.stdout.endswith(": 1 passed (exit status 0)\n"), result.stdout + result.stderr
+
+
+def test_xdist_workers_are_compared_through_their_controller_and_rerun_in_it(folder):
+    pytest.importorskip("xdist")
+    write(folder, "test_planted.py", PLANTED)
+    result = compare(*ONCE, *PYTEST, "-n", "2", "test_planted.py", cwd=folder)
+    assert result.stdout.splitlines()[2] == "  test_planted.py::test_encode_is_grpcs: passed -> failed, every time"
+    with open(os.path.join(kept(result), "patched-rerun-1.stdout")) as rerun:
+        assert "1 failed, 5 deselected" in rerun.read() and "workers" not in rerun.read()
+
+
+# ------------------------------------------------------------------ statuses, output, progress
+
+
+EXITS_PATCHED = f"import sys, grpc._common; sys.exit({IS_PATCHED})"
+
+
+def test_a_program_whose_exit_status_differs_and_what_compare_says_as_it_goes(folder):
+    result = compare("-c", EXITS_PATCHED, cwd=folder)
+    assert (result.returncode, result.stdout.splitlines()[:2]) == (
+        1,
+        ["fastcommon compare: stock and patched differ in the exit status", "exit status: stock 0, patched 1"],
+    )
+    said = result.stderr.splitlines()  # the program's own stderr is in a file
+    command = shlex.join(["python", "-c", EXITS_PATCHED])
+    starts = [line for line in said if line.endswith(command)]
+    ends = [re.sub(r"[\d.]+ s", "N s", line) for line in said if " run ended after " in line]
+    assert starts == [f"fastcommon compare: {run} run: {command}" for run in ("stock", "patched")]
+    assert ends == [
+        "fastcommon compare: stock run ended after N s, exit status 0",
+        "fastcommon compare: patched run ended after N s, exit status 1",
+    ]
+
+
+def test_pythons_options_run_in_both(folder):
+    result = compare("-X", "dev", "-c", "import sys, grpc; sys.exit(3 + sys.flags.dev_mode)", cwd=folder)
+    assert (result.returncode, result.stdout) == (0, "fastcommon compare: the same, stock and patched: exit status 4\n")
+
+
+def test_a_compare_started_under_run_still_runs_stock_first(folder):
+    environ = helpers.launcher.environment(report=True, report_file=str(folder / "reports.jsonl"))  # as run gives it
+    result = compare("-c", EXITS_PATCHED, cwd=folder, env=environ)
+    assert "exit status: stock 0, patched 1" in result.stdout.splitlines(), result.stdout + result.stderr
+    assert not (folder / "reports.jsonl").exists()  # nor did the patched run report, without --report
+
+
+OUTPUT = f"""
+import os, sys, grpc._common
+patched = {IS_PATCHED}
+print(sys.argv[1:], sys.stdin.read())
+print("value: 42" + " " * patched)  # a blank at its end
+print("pid", os.getpid())
+print("same")
+print("\\x1b[0m" * patched)  # a control character
+sys.stdout.flush()
+sys.stdout.buffer.write(b"caf\\xe9\\n" if patched else "caf\\u00e9\\n".encode())  # not UTF-8
+sys.stderr.write(f"took {{os.getpid()}} ms\\n")
+"""
+
+
+def test_output_that_differs_shows_every_differing_line_so_that_the_difference_shows(folder):
+    write(folder, "output.py", OUTPUT)
+    result = compare("--stdout", "output.py", "-h", "--stdout", cwd=folder, input="not the program's")
+    lines = [re.sub(r"pid \d+", "pid N", line) for line in result.stdout.splitlines()]
+    assert (result.returncode, lines[:10]) == (1, [
+        "fastcommon compare: stock and patched differ in the standard output",
+        "stdout, the lines that differ:",
+        "  stock:   line 2: value: 42",
+        "  stock:   line 3: pid N",
+        "  patched: line 2: 'value: 42 '",
+        "  patched: line 3: pid N",
+        "  stock:   line 5: ''",
+        "  stock:   line 6: caf\u00e9",
+        "  patched: line 5: '\\x1b[0m'",
+        "  patched: line 6: 'caf\\xe9'",
+    ]), result.stderr  # fmt: skip
+    with open(os.path.join(kept(result), "stock-run.stdout")) as stdout:
+        assert stdout.readline() == "['-h', '--stdout'] \n"  # its arguments verbatim; stdin /dev/null
+    ignoring = compare("--stdout", "--stderr", "--ignore", r"\d+", "--ignore=.*caf.*", "-c", OUTPUT.replace(
+        "patched =", "patched = False and"), cwd=folder)  # fmt: skip
+    assert (ignoring.returncode, ignoring.stdout) == (
+        0,
+        "fastcommon compare: the same, stock and patched: exit status 0, the same standard output, the same "
+        "standard error\n",
+    ), ignoring.stdout + ignoring.stderr
+
+
+def test_pytests_own_timing_is_left_out_of_the_output_compared(folder):
+    write(folder, "test_it.py", "import time, grpc\n\ndef test_it():\n    time.sleep(0.01)\n")
+    result = compare("--stdout", *PYTEST, cwd=folder)
+    assert result.stdout.endswith(": 1 passed (exit status 0, the same standard output)\n"), result.stdout
+
+
+def test_report_prints_what_the_patched_run_saved(folder):
+    program = "import os, grpc._common; grpc._common.encode('x'); open('pids', 'a').write(f'{os.getpid()}\\n')"
+    result = compare("--report", "-c", program, cwd=folder)
+    stock, patched = (folder / "pids").read_text().split()
+    same, heading, *block = result.stdout.splitlines()
+    assert (result.returncode, same) == (0, "fastcommon compare: the same, stock and patched: exit status 0")
+    assert heading == "fastcommon compare --report: what each patched process saved (1)"
+    assert patched in "\n".join(block) and stock not in "\n".join(block)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give a program to run: a file, -m MODULE, -c CODE"),
+        (["-"], "cannot compare a program read from stdin (-): it runs twice"),
+        (["-X"], "argument -X: expected one argument"),
+        (["-E", "-c", "pass"], "cannot adopt a program under -E, -I or -S"),
+        (["--report-file", "x", "app.py"], "unrecognized arguments: --report-file"),
+        (["--reruns", "-1", "app.py"], "--reruns takes a whole number, 0 or more; --timeout, seconds above 0"),
+        (["--timeout", "0", "app.py"], "--reruns takes a whole number, 0 or more; --timeout, seconds above 0"),
+        (["--timeout", "x", "app.py"], "argument --timeout: invalid float value: 'x'"),
+        (["--ignore", "(", "app.py"], "argument --ignore: not a regular expression: missing ), unterminated"),
+        (["--json", "out/verdict.json", "app.py"], f"argument --json: out/verdict.json: {os.strerror(2)}"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(folder, args, message):
+    result = compare(*args, cwd=folder)
+    usage, error = result.stderr.splitlines()
+    assert (result.returncode, result.stdout, usage) == (2, "", f"usage: {command_line.COMPARE_USAGE}")
+    assert error.startswith("python -m fastcommon compare: error: ") and message in error
+    assert compares_folders(folder) == []
+
+
+def test_a_closed_pipe_ends_quietly(folder):
+    result = helpers.python("-m", "fastcommon", "compare", "-c", "pass", cwd=folder, closed_stdout=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "Error" not in result.stderr
+
+
+# ------------------------------------------------------------------ stopping leaves nothing
+
+
+HANGS = """
+    import os, signal, subprocess, sys, time, grpc, pytest
+
+    @pytest.fixture
+    def server():
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        yield child.pid
+        child.terminate()
+        child.wait()
+        open("torn down", "w").close()
+
+    def test_hangs(server):
+        if os.environ.get("IGNORE_SIGNALS"):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open("pids", "w") as fifo:  # the test reads it: the test has started
+            fifo.write(f"{os.getpid()} {server}\\n")
+        time.sleep(600)
+"""
+
+
+@POSIX
+@pytest.mark.parametrize(
+    "signum, args, env",
+    [
+        (signal.SIGTERM, [], {}),
+        (signal.SIGINT, [], {}),
+        (signal.SIGHUP, [], {}),
+        (signal.SIGTERM, ["-n", "1"], {"IGNORE_SIGNALS": "1"}),  # an xdist worker that ignores SIGINT and SIGTERM
+    ],
+    ids=["SIGTERM", "SIGINT", "SIGHUP", "xdist, signals ignored"],
+)
+def test_a_signal_to_compare_stops_the_run_and_leaves_no_process_nor_folder(folder, signum, args, env):
+    if args:
+        pytest.importorskip("xdist")
+    write(folder, "test_hangs.py", HANGS)
+    os.mkfifo(folder / "pids")
+    command = ["-m", "fastcommon", "compare", *PYTEST, *args]
+    with helpers.started(*command, cwd=folder, env={"TMPDIR": str(folder / "tmp"), **env}) as process:
+        with open(folder / "pids") as fifo:
+            pids = [int(pid) for pid in fifo.readline().split()]
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=120)
+    running = ", in test_hangs.py::test_hangs" * (not args)  # xdist's controller may not have heard yet
+    assert process.returncode == 128 + signum, stderr
+    assert re.fullmatch(
+        f"fastcommon compare: stopped by {signum.name} during the stock run(, in .*)?; nothing compared\n", stdout
+    )
+    assert running in stdout
+    assert (folder / "torn down").exists() is not bool(env)  # on SIGINT, pytest tore its fixtures down
+    assert [pid for pid in pids if alive(pid)] == [] and compares_folders(folder) == []
+
+
+@POSIX
+def test_a_run_over_its_timeout_is_stopped_and_its_output_kept(folder):
+    program = "import os, time, grpc; open('pid', 'w').write(str(os.getpid())); print('started', flush=True); " \
+        "time.sleep(600)"  # fmt: skip
+    result = compare("--timeout", "5", "-c", program, cwd=folder)
+    assert (result.returncode, result.stdout.splitlines()[0]) == (
+        124,
+        "fastcommon compare: nothing compared: the stock run took over 5 s (--timeout), and was stopped",
+    ), result.stderr
+    with open(os.path.join(kept(result), "stock-run.stdout")) as stdout:
+        assert stdout.read() == "started\n"
+    assert not alive(int((folder / "pid").read_text()))
