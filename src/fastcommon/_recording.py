@@ -29,14 +29,11 @@ class Run:
         if self.prefix and os.path.exists(self.prefix + ".only"):
             with open(self.prefix + ".only", encoding="utf-8") as file:
                 self.only = set(file.read().splitlines())
-        self.records = (
-            os.open(self.prefix + ".records", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if self.prefix else -1
-        )
         self.record(runner=runner)
 
     def record(self, **record: Any) -> None:
-        if self.records >= 0:  # a line in one write: processes never interleave lines
-            os.write(self.records, (json.dumps(record) + "\n").encode())
+        if self.prefix:
+            append(self.prefix + ".records", **record)
 
 
 # pytest's hooks: this module is the plugin in both runs.
