@@ -165,9 +165,13 @@ def _saturation_panel(axis, results):
     for row, found in enumerate(rows.values()):
         for metric, mode, legend, colour, offset in shown:
             mean, half = found["ratios"][mode][metric]
-            axis.errorbar(mean, row + offset, xerr=0 if math.isnan(half) else half, fmt="o", color=colour, capsize=3,
+            half = 0 if math.isnan(half) else half
+            axis.errorbar(mean, row + offset, xerr=half, fmt="o", color=colour, capsize=3,
                           label=legend if row == 0 else None)  # fmt: skip
+            axis.text(mean + half, row + offset, f"  {mean:.3f} ± {half:.3f}", va="center", fontsize=7)
     axis.axvline(1.0, color="#606060", linewidth=0.8)
+    low, high = axis.get_xlim()
+    axis.set_xlim(low, high + (high - low) * 0.3)  # room for the labels right of each interval
     axis.set_yticks(range(len(rows)), [found["label"] for found in rows.values()])
     axis.invert_yaxis()
     axis.set_xlabel("ratio to stock, mean over rounds with its 95% interval (1.00: no change)")
