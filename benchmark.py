@@ -7,6 +7,7 @@
     python benchmark.py -o results.json      # then: python -m pyperf compare_to a.json b.json --table
     python benchmark.py --rpc                # end to end: CPU and time per RPC, stock against patched; the ceiling
     python benchmark.py --rpc-instructions   # end to end: instructions per RPC and process, by callgrind (valgrind)
+    python benchmark.py --saturate           # at saturation, driven by ghz: requests/s and CPU per RPC; clients too
     python benchmark.py --plot DIR [a.json ...]  # charts, of this run or of saved ones (pip install matplotlib)
 
 Every run over a minute says on stderr how far it is, and how long is left at the pace so far.
@@ -18,18 +19,20 @@ import os
 import sys
 
 OPTIONS_WITH_A_FILE = ("-o", "--output", "--append")
-PER_CALL, RPC, RPC_INSTRUCTIONS, PLOT = "per call", "--rpc", "--rpc-instructions", "--plot"  # what parses
+PER_CALL, RPC, RPC_INSTRUCTIONS, SATURATE, PLOT = "per call", "--rpc", "--rpc-instructions", "--saturate", "--plot"
 
 
 def options():
     """benchmark.py's own options, each declared once: (its group in --help, flags, argparse's keywords, the
     parsers that take it). The per-call run parses with pyperf's parser, which has its own --fast and -o."""
-    from benchmarks import plot, rpc, rpc_instructions
+    from benchmarks import plot, rpc, rpc_instructions, saturation
     from benchmarks.timing import positive_int
 
-    every = (PER_CALL, RPC, RPC_INSTRUCTIONS, PLOT)
+    every = (PER_CALL, RPC, RPC_INSTRUCTIONS, SATURATE, PLOT)
     fast = f"--rpc-instructions: {rpc_instructions.FAST_REPEATS} runs of each mode, not {rpc_instructions.REPEATS}"
     rpcs = f"--rpc: RPCs per round ({rpc.RPCS}); --rpc-instructions: N, the first batch ({rpc_instructions.RPCS})"
+    rounds = (f"--rpc: rounds, each with fresh processes ({rpc.ROUNDS}); --saturate: rounds, each running every row "
+              f"stock, patched and stock again ({saturation.ROUNDS})")  # fmt: skip
     return [
         ("modes", ["--fast"], {"action": "store_true", "help": f"per call, in pyperf's quick mode; {fast}"},
          (RPC_INSTRUCTIONS,)),
@@ -41,14 +44,20 @@ def options():
          "patched"}, (RPC,)),
         ("modes", ["--rpc-instructions"], {"action": "store_true", "help": "end to end: instructions per RPC and "
          "process (callgrind)"}, (RPC_INSTRUCTIONS,)),
+        ("modes", ["--saturate"], {"action": "store_true", "help": "at saturation, stock against patched: servers "
+         f"driven by ghz (${saturation.GHZ_VARIABLE} or PATH), requests/s and CPU per RPC; clients' CPU per RPC"},
+         (SATURATE,)),
         ("modes", ["--plot"], {"metavar": "DIR", "help": "charts into DIR: of this run, or of the "
          "JSON files named after DIR (saved with -o; per call: one per CPython)"}, every),
         ("options", ["--plot-format"], {"choices": plot.FORMATS, "default": plot.FORMATS[0],
          "help": f"the charts' format ({plot.FORMATS[0]})"}, every),
-        ("options", ["-o"], {"metavar": "FILE", "help": "--rpc, --rpc-instructions (and per call, pyperf's own): "
-         "also save the results as JSON"}, (RPC, RPC_INSTRUCTIONS)),
-        ("options", ["--rounds"], {"type": positive_int, "default": rpc.ROUNDS,
-         "help": f"--rpc: rounds, each with fresh processes ({rpc.ROUNDS})"}, (RPC,)),
+        ("options", ["-o"], {"metavar": "FILE", "help": "--rpc, --rpc-instructions, --saturate (and per call, "
+         "pyperf's own): also save the results as JSON"}, (RPC, RPC_INSTRUCTIONS, SATURATE)),
+        ("options", ["--rounds"], {"type": positive_int, "help": rounds}, (RPC, SATURATE)),
+        ("options", ["--duration"], {"type": positive_int, "metavar": "SECONDS", "help": "--saturate: seconds each "
+         f"run is measured, after its warm-up ({saturation.DURATION})"}, (SATURATE,)),
+        ("options", ["--row"], {"action": "append", "choices": saturation.ROWS, "metavar": "ROW", "help": "--saturate: "
+         f"this row only (again for more): {', '.join(saturation.ROWS)}"}, (SATURATE,)),
         ("options", ["--rpcs"], {"type": positive_int, "help": rpcs}, (RPC, RPC_INSTRUCTIONS)),
         ("options", ["--control"], {"action": "store_true", "help": "--rpc: an A/A run, both pairs stock, to show "
          "what the method calls a difference"}, (RPC,)),
@@ -132,6 +141,18 @@ def main():
         from benchmarks import rpc_instructions
 
         rpc_instructions.client(*argv[1:7])
+    elif argv[:1] == ["--saturate-server"]:
+        from benchmarks import saturation
+
+        saturation.server(*argv[1:4])
+    elif argv[:1] == ["--saturate-client"]:
+        from benchmarks import saturation
+
+        saturation.client(*argv[1:6])
+    elif SATURATE in argv:
+        from benchmarks import saturation
+
+        saturation.main(parse(argv, SATURATE))
     elif RPC_INSTRUCTIONS in argv:
         from benchmarks import rpc_instructions
 

@@ -3,6 +3,7 @@
     python benchmark.py --plot docs/img                          # run the per-call suite, then chart it
     python benchmark.py --plot docs/img 3.9.json 3.13.json ...   # chart saved runs (python benchmark.py -o 3.9.json)
     python benchmark.py --plot docs/img rpc.json instructions.json  # per RPC: --rpc -o and --rpc-instructions -o
+    python benchmark.py --plot docs/img instructions.json saturation.json  # beside them: --saturate -o
 
 matplotlib is not a requirement: pip install matplotlib.
 """
@@ -91,28 +92,26 @@ def per_call_chart(results, directory, image_format):
 
 
 def per_rpc_chart(results, directory, image_format):
-    """Write both pictures of an RPC, side by side where both are given; return what it wrote.
+    """Write the pictures of an RPC that are given, side by side; return what it wrote.
 
     ``results``: "instructions", {(flavour, headers, process, mode, run): {object: per RPC}} from
-    --rpc-instructions, and "cpu", {"kind | process": (saved us, its 95% CI, verdict)} and "expected",
-    {"kind | process": (cost us, saving us)} from --rpc.
+    --rpc-instructions; "cpu", {"kind | process": (saved us, its 95% CI, verdict)} and "expected",
+    {"kind | process": (cost us, saving us)} from --rpc; "saturation", {row: {"label": ..., "ratios":
+    {"patched"|"control": {metric: (mean, half-width)}}}} from --saturate.
     """
     plt = pyplot()
-    panels = [name for name in ("instructions", "cpu") if results.get(name)]
+    panels = [name for name in PANELS if results.get(name)]
     figure, axes = plt.subplots(1, len(panels), figsize=(8.5 * len(panels), 6), layout="constrained", squeeze=False)
     for axis, panel in zip(axes[0], panels, strict=True):
-        (_instructions_panel if panel == "instructions" else _cpu_panel)(axis, results)
+        PANELS[panel][0](axis, results)
     handles, names = [], []
     for axis in axes[0]:
         more_handles, more_names = axis.get_legend_handles_labels()
         handles, names = handles + more_handles, names + more_names
     figure.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9)
-    measured = {
-        ("instructions", "cpu"): "instructions (counted, with their range), and CPU time (with its noise)",
-        ("instructions",): f"instructions counted by callgrind\n{results.get('versions', '')}",
-        ("cpu",): "CPU time (with its noise)",
-    }[tuple(panels)]
-    figure.suptitle(f"Per RPC and process, stock grpc and patched: {measured}")
+    measured = ", ".join(PANELS[panel][1] for panel in panels)
+    versions = f"\n{results['versions']}" if panels == ["instructions"] and results.get("versions") else ""
+    figure.suptitle(f"Per RPC and process, stock grpc and patched: {measured}{versions}")
     return save(figure, directory, "per_rpc", image_format)
 
 
@@ -156,6 +155,46 @@ def _cpu_panel(axis, results):
     axis.set_title("python benchmark.py --rpc")
 
 
+def _saturation_panel(axis, results):
+    rows = results["saturation"]
+    shown = (  # the ratio, the mode it is of, the legend, the colour, the offset from the row's line
+        ("cpu", "patched", "CPU per RPC, patched / stock", "#1f77b4", -0.2),
+        ("rps", "patched", "requests/s, patched / stock", "#2ca02c", 0.0),
+        ("cpu", "control", "CPU per RPC, stock again / stock (the control)", "#b0b0b0", 0.2),
+    )
+    for row, found in enumerate(rows.values()):
+        for metric, mode, legend, colour, offset in shown:
+            mean, half = found["ratios"][mode][metric]
+            half = 0 if math.isnan(half) else half
+            axis.errorbar(mean, row + offset, xerr=half, fmt="o", color=colour, capsize=3,
+                          label=legend if row == 0 else None)  # fmt: skip
+            axis.text(mean + half, row + offset, f"  {mean:.3f} ± {half:.3f}", va="center", fontsize=7)
+    axis.axvline(1.0, color="#606060", linewidth=0.8)
+    low, high = axis.get_xlim()
+    axis.set_xlim(low, high + (high - low) * 0.3)  # room for the labels right of each interval
+    axis.set_yticks(range(len(rows)), [found["label"] for found in rows.values()])
+    axis.invert_yaxis()
+    axis.set_xlabel("ratio to stock, mean over rounds with its 95% interval (1.00: no change)")
+    axis.set_title("python benchmark.py --saturate (servers driven by ghz)")
+
+
+PANELS = {  # each picture of an RPC: how it is drawn, what it shows
+    "instructions": (_instructions_panel, "instructions (counted, with their range)"),
+    "cpu": (_cpu_panel, "CPU time (with its noise)"),
+    "saturation": (_saturation_panel, "at saturation (with 95% intervals)"),
+}
+
+
+def save_and_chart(results, args):
+    """Per RPC: save a run's results as JSON where -o asks, and chart them where --plot does."""
+    if args.o:
+        with open(args.o, "w", encoding="utf-8") as file:
+            json.dump(results, file, indent=1)
+        print(f"wrote {args.o}")
+    if args.plot:
+        print(per_rpc_chart(results, args.plot, args.plot_format))
+
+
 def save(figure, directory, name, image_format):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{name}.{image_format}")
@@ -164,7 +203,8 @@ def save(figure, directory, name, image_format):
 
 
 def main(args):
-    """Chart saved results: pyperf's per call (-o of a per-call run), --rpc's and --rpc-instructions' (-o)."""
+    """Chart saved results: pyperf's per call (-o of a per-call run), --rpc's, --rpc-instructions' and
+    --saturate's (-o)."""
     import pyperf
 
     per_call, per_rpc, sources = {}, {}, {}
@@ -181,6 +221,10 @@ def main(args):
             if "cpu" in saved:
                 only_one(sources, "--rpc results", path)
                 per_rpc.update(cpu=saved["cpu"], expected=saved["expected"])
+                continue
+            if "saturation" in saved:
+                only_one(sources, "--saturate results", path)
+                per_rpc["saturation"] = saved["saturation"]
                 continue
             suite = pyperf.BenchmarkSuite.load(path)
         except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, unreadable, or not such a JSON

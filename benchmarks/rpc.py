@@ -9,7 +9,6 @@ interval lies above zero (saved), below it (slower), or holds it (noise).
 
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from benchmarks.timing import (
     format_table,
     mean_and_ci95,
     ns_per_call,
+    versions_line,
 )
 from fastcommon._registry import METHOD_NAME, USER_AGENT
 from grpc_echo import (
@@ -225,9 +225,10 @@ def aio_metadata_path(init_metadata, metadata):
     return tuple(init_metadata(metadata, None))
 
 
-def start(args):
+def start(args, **popen_keywords):
+    """Start benchmark.py with ``args`` (and Popen's keywords) as a helper process: it and its first line."""
     process = subprocess.Popen(
-        [sys.executable, BENCHMARK, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, BENCHMARK, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **popen_keywords
     )
     line = process.stdout.readline().strip()
     if not line:
@@ -236,6 +237,7 @@ def start(args):
 
 
 def ask(process, line):
+    """Send a helper process a line; its answer, a line of numbers."""
     process.stdin.write(line + "\n")
     process.stdin.flush()
     return [float(value) for value in process.stdout.readline().split()]
@@ -323,25 +325,18 @@ def main(args):
     """--rpc, with benchmark.py's options parsed."""
     if args.plot:
         plot.require_matplotlib()
-    rpcs = args.rpcs or RPCS
+    rounds, rpcs = args.rounds or ROUNDS, args.rpcs or RPCS
     modes = ("stock", "stock-again" if args.control else "patched")
-
-    import grpc
-
-    import fastcommon
 
     with tempfile.TemporaryDirectory() as stubs_dir:
         generate_stubs(stubs_dir)
-        versions = (
-            f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
-            f"({fastcommon.IMPLEMENTATION})"
-        )
+        versions = versions_line()
         print(versions)
-        progress = Progress("--rpc", args.rounds, "rounds", f" of {rpcs} RPCs of each kind, each with fresh processes;"
+        progress = Progress("--rpc", rounds, "rounds", f" of {rpcs} RPCs of each kind, each with fresh processes;"
                             " first the calls per RPC counted, and grpc's and fastcommon's per call timed")  # fmt: skip
         counts = count_calls_per_rpc(stubs_dir)
         costs = per_call_costs_ns(stubs_dir)
-        measured = measure_rounds(stubs_dir, modes, args.rounds, rpcs, progress)
+        measured = measure_rounds(stubs_dir, modes, rounds, rpcs, progress)
 
     expected = expected_savings(counts, costs)
     predicted = expected_differences(expected, args.control)
@@ -365,7 +360,7 @@ def main(args):
     )
 
     header = (
-        f"{args.rounds} rounds of {rpcs} RPCs, fresh processes every round; mean ± 95% CI over rounds; "
+        f"{rounds} rounds of {rpcs} RPCs, fresh processes every round; mean ± 95% CI over rounds; "
         f"server and client each in their own process, both {modes[0]} or both {modes[1]}"
     )
     print(
@@ -411,7 +406,7 @@ def main(args):
     results = {
         "versions": versions,
         "modes": modes,
-        "rounds": args.rounds,
+        "rounds": rounds,
         "rpcs": rpcs,
         "cpu": {f"{kind} | {side}": savings[kind, side] for kind, side in savings},
         "expected": {
@@ -422,9 +417,4 @@ def main(args):
         "measured": {f"{mode} | {kind}": measured[mode, kind] for mode in modes for kind in RPC_KINDS},
         "breakdown": breakdown,
     }
-    if args.o:
-        with open(args.o, "w", encoding="utf-8") as file:
-            json.dump(results, file, indent=1)
-        print(f"wrote {args.o}")
-    if args.plot:
-        print(plot.per_rpc_chart(results, args.plot, args.plot_format))
+    plot.save_and_chart(results, args)

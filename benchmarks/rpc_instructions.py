@@ -38,8 +38,8 @@ import time
 from benchmarks import plot
 from benchmarks.callgrind import OBJECTS, PYTHON_SIDE, python_side, self_costs, whole_process, whole_process_saving
 from benchmarks.suite import small_message
-from benchmarks.timing import Progress, duration, format_table
-from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_stubs, import_stubs, make_servicer
+from benchmarks.timing import Progress, duration, format_table, versions_line
+from grpc_echo import REQUEST_HEADERS, aio_echo_server, echo_server, generate_stubs, import_stubs, reading_servicer
 
 BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmark.py")
 FLAVOURS = ("sync", "aio")
@@ -55,9 +55,7 @@ ROWS = [(flavour, headers, process) for flavour in FLAVOURS for headers in HEADE
 
 
 def marking_servicer(pb2, pb2_grpc, flavour):
-    """The echo service, whose handler reads the invocation metadata (as interceptors do) and marks on "mark";
-    for grpc.aio a coroutine, as aio services have (a plain function would run in a thread pool)."""
-    base = type(make_servicer(pb2, pb2_grpc))
+    """The echo service, whose handler reads the invocation metadata (as interceptors do) and marks on "mark"."""
 
     def answer(request, context):
         context.invocation_metadata()
@@ -65,15 +63,7 @@ def marking_servicer(pb2, pb2_grpc, flavour):
             MARKS.mark()
         return pb2.Echo(text=request.text, payload=request.payload, count=request.count + 1)
 
-    class Marking(base):
-        def Unary(self, request, context):
-            return answer(request, context)
-
-    class AioMarking(base):
-        async def Unary(self, request, context):
-            return answer(request, context)
-
-    return AioMarking() if flavour == "aio" else Marking()
+    return reading_servicer(pb2, pb2_grpc, flavour, answer)
 
 
 class Marks:
@@ -324,15 +314,8 @@ def main(args):
     if shutil.which("valgrind") is None:
         sys.exit("--rpc-instructions needs valgrind, which is not installed: apt-get install valgrind")
 
-    import grpc
-
-    import fastcommon
-
     started, rpcs = time.monotonic(), args.rpcs or RPCS
-    versions = (
-        f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
-        f"({fastcommon.IMPLEMENTATION})"
-    )
+    versions = versions_line()
     print(versions)
     with tempfile.TemporaryDirectory() as stubs_dir, tempfile.TemporaryDirectory() as out_dir:
         generate_stubs(stubs_dir)

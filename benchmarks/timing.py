@@ -118,6 +118,18 @@ def duration(seconds):
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
+def versions_line():
+    """What ran, in one line: CPython's, grpcio's and fastcommon's versions, and which implementation loaded."""
+    import grpc
+
+    import fastcommon
+
+    return (
+        f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}, fastcommon {fastcommon.__version__} "
+        f"({fastcommon.IMPLEMENTATION})"
+    )
+
+
 def positive_int(text):
     """An argparse type: a whole number above zero (a count of rounds or RPCs), or a usage error."""
     if not text.strip().isdigit() or int(text) < 1:

@@ -81,6 +81,29 @@ def make_servicer(pb2, pb2_grpc):
     return EchoServicer()
 
 
+def reading_servicer(pb2, pb2_grpc, flavour, answer=None):
+    """The echo service whose unary handler is ``answer(request, context)``, by default: read the invocation
+    metadata, as interceptors do, and echo. For grpc.aio ("aio") a coroutine, as aio services have (a plain
+    function would run in a thread pool)."""
+
+    def read_and_echo(request, context):
+        context.invocation_metadata()
+        return pb2.Echo(text=request.text, payload=request.payload, count=request.count + 1)
+
+    handle = answer or read_and_echo
+    base = type(make_servicer(pb2, pb2_grpc))
+
+    class Reading(base):
+        def Unary(self, request, context):
+            return handle(request, context)
+
+    class AioReading(base):
+        async def Unary(self, request, context):
+            return handle(request, context)
+
+    return AioReading() if flavour == "aio" else Reading()
+
+
 class GenericEchoHandler(grpc.GenericRpcHandler):
     """A non-registered handler: the server must decode the method name to find it."""
 

@@ -37,9 +37,18 @@ def without_matplotlib(tmp_path):
 
 sys.path.insert(0, os.path.dirname(BENCHMARK))
 try:
-    callgrind, instructions, messages, rpc, rpc_instructions, suite, timing = (
+    callgrind, instructions, messages, rpc, rpc_instructions, saturation, suite, timing = (
         importlib.import_module(f"benchmarks.{name}")
-        for name in ("callgrind", "instructions", "messages", "rpc", "rpc_instructions", "suite", "timing")
+        for name in (
+            "callgrind",
+            "instructions",
+            "messages",
+            "rpc",
+            "rpc_instructions",
+            "saturation",
+            "suite",
+            "timing",
+        )
     )
 finally:
     sys.path.remove(os.path.dirname(BENCHMARK))
@@ -337,7 +346,7 @@ def test_help_leads_with_the_modes_then_pyperfs_options_and_says_no_duration(tmp
     result = benchmark("--help", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
     text = result.stdout
-    ours = max(text.index(f"  {option}") for option in ("--fast", "--messages", "--rpc", "--plot DIR", "--rounds"))
+    ours = max(text.index(f"  {option}") for option in ("--fast", "--messages", "--rpc", "--saturate", "--rounds"))
     assert ours < text.index("pyperf's options") < text.index("--rigorous")
     assert not re.search(r"\d\s*(s|sec|seconds?|min|minutes?|h|hours?)\b", text)  # durations depend on the machine
 
@@ -345,7 +354,9 @@ def test_help_leads_with_the_modes_then_pyperfs_options_and_says_no_duration(tmp
 @pytest.mark.parametrize(
     "args",
     [["--rpc", "--rounds", "0"], ["--rpc", "--rpcs", "x"], ["--rpc-instructions", "--rpcs", "0"], ["--rpc", "--bogus"],
-     ["--bogus"], ["--messages", "--plot", "charts"], ["--plot", "charts", "results.json", "--bogus"], ["--plot"]],
+     ["--bogus"], ["--messages", "--plot", "charts"], ["--plot", "charts", "results.json", "--bogus"], ["--plot"],
+     ["--saturate", "--rounds", "0"], ["--saturate", "--duration", "1.5"], ["--saturate", "--row", "aio-server-1"],
+     ["--saturate", "--control"], ["--saturate", "--rpcs", "400"]],
 )  # fmt: skip
 def test_a_usage_error_is_one_line_after_the_usage_and_status_2(tmp_path, args):
     result = benchmark(*args, cwd=tmp_path, env=without_matplotlib(tmp_path))
@@ -374,7 +385,7 @@ def per_call_results(path, python_version):
 @pytest.mark.parametrize(
     "saved, what",
     [("3.11.7 (64-bit)", "from CPython 3.11.7"), ({"cpu": {}, "expected": {}}, "--rpc results"),
-     ({"instructions": {}}, "--rpc-instructions results")],
+     ({"instructions": {}}, "--rpc-instructions results"), ({"saturation": {}}, "--saturate results")],
 )  # fmt: skip
 def test_plot_refuses_two_results_of_one_kind_naming_both(tmp_path, saved, what):
     for name in ("a.json", "b.json"):
@@ -387,7 +398,9 @@ def test_plot_refuses_two_results_of_one_kind_naming_both(tmp_path, saved, what)
     assert result.stderr == f"python benchmark.py --plot: a.json and b.json are both {what}; chart one of them\n"
 
 
-@pytest.mark.parametrize("mode", [[], ["--fast"], ["--rpc"], ["--rpc-instructions"], ["3.11.json", "3.12.json"]])
+@pytest.mark.parametrize(
+    "mode", [[], ["--fast"], ["--rpc"], ["--rpc-instructions"], ["--saturate"], ["3.11.json", "3.12.json"]]
+)
 def test_plot_without_matplotlib_stops_before_a_run_in_one_line(tmp_path, mode):
     per_call_results(tmp_path / "3.11.json", "3.11.7 (64-bit)")
     per_call_results(tmp_path / "3.12.json", "3.12.1 (64-bit)")  # read both, then to chart
@@ -404,3 +417,97 @@ def test_rpc_instructions_without_valgrind_says_so_in_one_line(tmp_path):
 def test_a_closed_pipe_ends_the_help_quietly(tmp_path):
     result = benchmark("--help", cwd=tmp_path, closed_stdout=True)  # as `python benchmark.py --help | head -1`
     assert (result.returncode, result.stderr) == (1, "")
+
+
+@pytest.mark.parametrize("named", [None, "no-such-ghz"])
+def test_saturate_without_ghz_says_in_one_line_how_to_get_it(tmp_path, named):
+    environ = {**without_matplotlib(tmp_path), "PATH": str(tmp_path), saturation.GHZ_VARIABLE: named}  # no ghz
+    result = benchmark("--saturate", cwd=tmp_path, env=environ)
+    [line] = result.stderr.splitlines()
+    assert (result.returncode, result.stdout) == (1, "") and line.startswith("--saturate needs ghz, ")
+    assert f"go install {saturation.GHZ_PACKAGE}, then put it on PATH or set {saturation.GHZ_VARIABLE}" in line
+    assert ("no-such-ghz" in line) == (named is not None)
+
+
+def saturated(cpu_us, rps=1000.0):
+    """A run's figures with this CPU per RPC (split 60:40 into user and system) and requests per second."""
+    return saturation.figures(rps, 1.0, 0.6 * cpu_us * rps / 1e6, 0.4 * cpu_us * rps / 1e6)
+
+
+def test_a_saturation_ratio_pairs_each_round_with_its_stock_run_so_that_a_drift_between_rounds_cancels():
+    stock = [saturated(cpu) for cpu in (400.0, 500.0, 300.0)]  # the machine's load moves every run of a round
+    patched = [saturated(cpu) for cpu in (376.0, 475.0, 279.0)]  # 0.94, 0.95, 0.93: s = 0.01, t(2) = 4.303
+    mean, half = saturation.paired_ratio(stock, patched, "cpu")
+    assert (mean, half) == pytest.approx((0.94, 4.303 * 0.01 / math.sqrt(3)))
+    assert saturation.ratio_cell(mean, half) == "0.940 ± 0.025"
+    assert saturation.paired_ratio(stock, patched, "user") == pytest.approx((mean, half))  # the same split
+
+
+@pytest.mark.parametrize(
+    "mean, half, noise",
+    [(0.94, 0.025, False), (1.02, 0.03, True), (0.75, 0.25, True), (1.05, 0.04, False), (0.9, math.nan, True)],
+)  # an interval reaching 1.00 holds it; one round has none
+def test_a_saturation_ratio_is_within_noise_where_its_interval_holds_one(mean, half, noise):
+    assert saturation.within_noise(mean, half) == noise
+    assert saturation.ratio_cell(mean, half).endswith(" within noise") == noise
+
+
+def test_a_saturation_run_turns_the_modes_and_saves_every_run_and_ratio_as_json(tmp_path, monkeypatch, capsys):
+    ran = []
+
+    def run(setup, row, mode):
+        ran.append((row, mode))
+        round_number = ran.count((row, mode))
+        return saturated({"stock": 260.0, "patched": 250.0, "control": 259.0 + round_number % 2 * 2}[mode])
+
+    monkeypatch.setattr(saturation, "require_ghz", lambda: "ghz")
+    monkeypatch.setattr(saturation.Setup, "run", run)
+    monkeypatch.setattr(sys, "argv", ["benchmark.py", "--saturate", "--rounds", "3", "-o", "out.json"])
+    rows = ["aio-server-10", "sync-client-10"]
+    args = types.SimpleNamespace(plot=None, row=rows, rounds=3, duration=1, o=str(tmp_path / "out.json"))
+    saturation.main(args)
+    assert ran[:6] == [(row, mode) for row in rows for mode in ("stock", "patched", "control")]
+    assert ran[6:9] == [("aio-server-10", mode) for mode in ("patched", "control", "stock")]  # the second round
+    out, err = capsys.readouterr()
+    assert err.startswith("--saturate: 18 runs (3 rounds, each row stock, patched and stock again; rows: "
+                          "aio-server-10, sync-client-10), ") and len(err.splitlines()) == 1 + 18  # fmt: skip
+    shown = cells(out.split(" interval:\n")[1].split("\n\n")[0])
+    client = shown.index(["sync client, 10 headers", "requests/s", "1,000.0 ± 0.0", "1.000 ± 0.000 within noise",
+                          "1.000 ± 0.000 within noise"])  # fmt: skip
+    # patched 250 against 260 each round; the control 261, 259, 261 against 260
+    assert shown[client + 1] == ["", "CPU µs/RPC", "260.0 ± 0.0", "0.962 ± 0.000", "1.001 ± 0.011 within noise"]
+    saved = json.loads((tmp_path / "out.json").read_text())
+    assert saved["command"] == "python benchmark.py --saturate --rounds 3 -o out.json"
+    assert (saved["rounds"], saved["seconds"], saved["warm_up"]) == (3, 1, saturation.WARM_UP)
+    assert set(saved["load_average"]) == {"before", "after"}
+    row = saved["saturation"]["aio-server-10"]
+    assert row["label"] == "grpc.aio server, 10 headers" and set(row["runs"]) == {"stock", "patched", "control"}
+    assert [run["errors"] for mode in row["runs"].values() for run in mode] == [0] * 9
+    assert set(row["ratios"]["patched"]) == set(saturation.METRICS)
+    assert row["ratios"]["patched"]["rps"] == [1.0, 0.0]
+
+
+needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="--saturate pins to 2 cores")
+
+
+@needs_two_cores
+def test_a_client_row_runs_without_ghz_and_counts_its_own_rpcs(tmp_path):
+    environ = {"PATH": str(tmp_path), saturation.GHZ_VARIABLE: None}  # a client row's load is its own
+    args = ("--saturate", "--rounds", "1", "--duration", "1", "--row", "aio-client-10", "-o", "out.json")
+    benchmark(*args, cwd=tmp_path, env=environ, check_status=0)
+    runs = json.loads((tmp_path / "out.json").read_text())["saturation"]["aio-client-10"]["runs"]
+    assert all(run["errors"] == 0 and run["rpcs"] > 0 for mode in runs.values() for run in mode)
+
+
+@needs_two_cores
+@pytest.mark.skipif(
+    saturation.find_ghz() is None,
+    reason=f"ghz is not on PATH nor in ${saturation.GHZ_VARIABLE} (go install {saturation.GHZ_PACKAGE}); CI builds "
+    "it and runs --saturate's short version",
+)
+def test_a_server_row_is_driven_by_ghz_with_no_error(tmp_path):
+    args = ("--saturate", "--rounds", "1", "--duration", "1", "--row", "sync-server-0", "-o", "out.json")
+    result = benchmark(*args, cwd=tmp_path, check_status=0)
+    assert "sync server, 0 headers" in result.stdout
+    runs = json.loads((tmp_path / "out.json").read_text())["saturation"]["sync-server-0"]["runs"]
+    assert all(run["errors"] == 0 and run["rpcs"] > 0 for mode in runs.values() for run in mode)
