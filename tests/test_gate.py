@@ -6,7 +6,6 @@ import collections
 import logging
 import sys
 import threading
-import warnings
 
 import pytest
 from conftest import NEEDS_GRPCIO
@@ -497,8 +496,7 @@ def test_a_metadata_class_grpc_changed_leaves_all_its_methods_to_grpc(monkeypatc
 def test_a_method_this_grpcio_lacks_stays_so_without_a_warning(monkeypatch):
     if "Metadata._create" in GRPC_METADATA_ORIGINALS:
         monkeypatch.delattr(grpc_metadata.Metadata, "_create")  # as in grpcio before 1.80
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with helpers.unwarned():
         replaced = fastcommon.patch()
     fastcommon.unpatch()
     assert "Metadata._create" not in replaced and "Metadata.__init__" in replaced

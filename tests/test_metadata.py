@@ -9,7 +9,6 @@ import inspect
 import pickle
 import sys
 import typing
-import warnings
 import weakref
 
 import pytest
@@ -53,10 +52,8 @@ def stock_class():
 def stock_and_patched(scenario):
     """The outcome of ``scenario(cls)`` on stock grpc's Metadata, and on grpc's own class patched by fastcommon."""
     stock = probes.outcome(scenario, stock_class())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched():
-            patched = probes.outcome(scenario, Metadata)
+    with helpers.unwarned(), fastcommon.patched():
+        patched = probes.outcome(scenario, Metadata)
     return stock, patched
 
 
@@ -109,10 +106,8 @@ def test_keys_and_pairs_that_run_code_midway_end_as_with_stock_grpc(scenario):
         return lambda cls: hostile.run(scenario, cls, init_metadata, Metadata)
 
     stock = probes.outcome(making(GRPC_METADATA_ORIGINALS["_BaseMultiCallable._init_metadata"].__func__), stock_class())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched():
-            patched = probes.outcome(making(_channel._BaseMultiCallable._init_metadata), Metadata)
+    with helpers.unwarned(), fastcommon.patched():
+        patched = probes.outcome(making(_channel._BaseMultiCallable._init_metadata), Metadata)
     assert patched == stock
 
 

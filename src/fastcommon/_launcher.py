@@ -5,11 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import warnings
 from typing import NoReturn
 
 from . import _ending, _environment
-from ._implementation import FastcommonWarning
+from ._implementation import warn
 from ._patching import patch
 
 # Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
@@ -114,4 +113,4 @@ def grpc_imported() -> None:
         else:
             patch()
     except Exception as exc:  # a failure here must not take the program down with it
-        warnings.warn(f"fastcommon could not patch grpc: {exc!r}", FastcommonWarning, stacklevel=2)
+        warn(f"fastcommon could not patch grpc: {exc!r}", stacklevel=2)
