@@ -157,9 +157,14 @@ NAMES = _registry.NAMES  # every name patch() may replace, in the registry's ord
 HOMES = _registry.HOMES
 TESTED_GRPCIO = _registry.TESTED_GRPCIO
 USER_AGENT, METHOD_NAME = _registry.USER_AGENT, _registry.METHOD_NAME
-Recorder = _functions.Recorder  # what the gate's probes log on, in place of grpc._common's _LOGGER
-ProbeError = _functions._ProbeError  # what the probes' (de)serializer raises
-probe_values = _functions.probe_values
+Recorder = _functions.Recorder  # what the gate's probes log on, in place of grpc._common's _LOGGER, and their classes
+
+
+def probe_values():
+    """The values the gate probes grpc._common's functions with."""
+    return _functions.probe_values(Recorder())
+
+
 Report, report_text = _report.Report, _report.text
 # The compiled relay of --report's SIGTERM handler: built on POSIX wherever fast_common is (a build without it is
 # broken, and its tests fail), absent from a pure-Python install.
@@ -238,8 +243,7 @@ def verdicts():
 
 def unavailable(name):
     """Why fastcommon has no replacement for ``name`` here (pure Python, abi3, grpc has none), or None."""
-    verdict = _patching.verdicts()[name]
-    return None if verdict.available else verdict.reason
+    return _gate.unavailable(_registry.BY_NAME[name], original(name))
 
 
 def unknown():
@@ -267,12 +271,6 @@ def probing(recorder):
         yield
     finally:
         del common.PROBING.recorder
-
-
-def forget_judgements():
-    """Forget what the gate remembers (fingerprints read, Metadata probed), so that it judges anew."""
-    _gate.fingerprints.source.cache_clear()
-    _gate.metadata._probed.cache_clear()
 
 
 def trust(monkeypatch, name, function):

@@ -84,7 +84,7 @@ PAIR = st.tuples(KEY, VALUE)
 @given(pairs=st.lists(PAIR, max_size=8), shape=st.sampled_from(["tuple", "list", "entries"]))
 def test_any_metadata_is_made_and_read_as_stock_grpc_makes_and_reads_it(pairs, shape):
     given_pairs = {"tuple": tuple, "list": lambda ps: [list(p) for p in ps], "entries": lambda ps: tuple(
-        probes.Entry(*p) for p in ps)}[shape](pairs)  # fmt: skip
+        hostile.Entry(*p) for p in ps)}[shape](pairs)  # fmt: skip
 
     def scenario(cls):
         made = [cls(*given_pairs), cls.from_tuple(tuple(given_pairs)), _channel._BaseMultiCallable._init_metadata(
@@ -847,7 +847,7 @@ class Operations(RuleBasedStateMachine):
             objects = hostile._Objects(type(metadata))
             objects.instance = metadata
             try:
-                return metadata.add(probes.Hashing(key, lambda: hostile._act(action, objects)), "v")
+                return metadata.add(hostile.Hashing(key, lambda: hostile._act(action, objects)), "v")
             finally:
                 objects.running = False
                 type(metadata).add = objects.own_add

@@ -144,7 +144,7 @@ cdef object _construct(_Methods methods, tuple pairs):
     cls = methods.cls
     if not methods.init:
         return cls(*pairs)
-    self = _object_new(cls, <PyObject *>_NO_ARGS, NULL)  # cls.__new__ is object's, as judged
+    self = _object_new(cls, <PyObject *>_NO_ARGS, NULL)  # what type() calls: the class's slot (metadata_methods)
     fastcommon_count(methods.init_counter)
     if not (methods.add and _fill(self, pairs, methods)):  # a fresh instance: add is the class's
         _initialize(self, pairs)
@@ -458,11 +458,8 @@ def metadata_methods(originals, cls, /, *, counters=None):
     """What replaces grpc's methods ``originals`` (by dotted name, each as its class holds it: a classmethod, say), made
     together for exact instances of ``cls``; ``counters``: where each counts its calls, by the same names."""
     cdef _Methods methods = _Methods.__new__(_Methods)
-    try:  # CPython's own check that object's allocation fits the class's layout, which is for good
-        if not isinstance(cls, type) or cls.__new__ is not object.__new__ or object.__new__(cls) is None:
-            raise TypeError("its __new__ is another")
-    except TypeError as error:
-        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}") from error
+    if not isinstance(cls, type) or PyType_GetSlot(<PyTypeObject *>cls, Py_tp_new) != <void *>_object_new:
+        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}")
     counters = dict(counters or {})
     functions, kinds = {}, {}
     for name, original in dict(originals).items():
