@@ -24,12 +24,10 @@ def warn(message: str, stacklevel: int) -> None:
     try:
         warnings.warn(message, FastcommonWarning, stacklevel + 1)
     except FastcommonWarning as warning:
-        try:
-            frame = sys._getframe(stacklevel)  # the frame warnings.warn names
-            where = frame.f_code.co_filename, frame.f_lineno
-        except ValueError:  # called from C at the top of the stack, as warnings.warn then says
-            where = "sys", 1
-        warnings.showwarning(warning, FastcommonWarning, *where)
+        frame = sys._getframe()
+        for _ in range(stacklevel):  # to the frame warnings.warn names (or the outermost, called from C)
+            frame = frame.f_back or frame
+        warnings.showwarning(warning, FastcommonWarning, frame.f_code.co_filename, frame.f_lineno)
 
 
 # The twin of common.py, grpc.aio's Metadata methods, the entry constructor (none for the Limited API): all, or none.

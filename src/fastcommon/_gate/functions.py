@@ -78,8 +78,7 @@ class _Transformer:
 
 class Recorder:
     """grpc._common's _LOGGER while probing: keeps the probes' failures; others (a finalizer's, say) go to grpc's. It
-    makes the classes of one judgement's probes (their str and bytes subclasses, the error their (de)serializer
-    raises): they live as long as it, and importing fastcommon makes none."""
+    makes one judgement's probe classes (str and bytes subclasses, the error raised): none exist at import."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []

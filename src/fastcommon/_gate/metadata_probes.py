@@ -109,14 +109,12 @@ def _subclass_adding_upper(cls: Any) -> Any:
 
 
 def made() -> tuple[Any, Any, Any]:
-    """The classes the probes pass, made for each judgement and freed with it (importing fastcommon makes no subclass
-    of a builtin): Entry, as grpc's core hands metadata entries over; Hashing, a key whose hash runs code; OwnIteration,
-    a pair that iterates its own way."""
+    """The classes the probes pass, made for each judgement and freed with it (importing fastcommon makes none): an
+    Entry as grpc's core hands one over, a key whose hash runs code, a pair that iterates its own way."""
 
     class Hashing(str):
-        """A key whose hash runs ``action`` (Python code in the middle of a method) until it is None. The actions never
-        raise: a hash that raises inside OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's code
-        alone."""
+        """A key whose hash runs ``action`` until it is None. The actions never raise: a hash that raises inside
+        OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's code alone."""
 
         action: Callable[[], Any] | None
 
@@ -132,9 +130,7 @@ def made() -> tuple[Any, Any, Any]:
 
         __eq__ = str.__eq__  # kept: a class that defines __hash__ alone would get the default __eq__
 
-    class OwnIteration(tuple):  # type: ignore[type-arg]
-        """A pair that iterates as it chooses: unpacking it runs Python code."""
-
+    class OwnIteration(tuple):  # type: ignore[type-arg]  # unpacking it runs Python code
         def __iter__(self) -> Any:
             return reversed(tuple(tuple.__iter__(self)))
 
