@@ -288,8 +288,9 @@ def test_autospec_mocks_a_replaced_method_as_grpcs_own(name):
 
 @pytest.mark.skipif(conftest.abi3_build(), reason=NOT_A_FUNCTION)
 @pytest.mark.parametrize("name", [*sorted(MOCKED_CALLS), "Metadata.from_tuple", "_BaseMultiCallable._init_metadata"])
-def test_pytest_mocks_spy_calls_through_a_replaced_method_as_through_grpcs_own(name):
-    mocker = pytest.importorskip("pytest_mock").MockerFixture(None)
+def test_pytest_mocks_spy_calls_through_a_replaced_method_as_through_grpcs_own(name, request):
+    pytest.importorskip("pytest_mock")
+    mocker = request.getfixturevalue("mocker")
     owner, attribute = (_BaseMultiCallable if name.startswith("_") else Metadata), name.split(".")[1]
     right = MOCKED_CALLS.get(name, (lambda m: getattr(owner, attribute)(None, None) if owner is not Metadata else
                              Metadata.from_tuple((("k", "v"),)),))[0]  # fmt: skip
