@@ -1,6 +1,8 @@
 """grpc._common functions as a grpcio that changed them would have them: what the patch gate must catch."""
 
 import logging
+import os
+import re
 
 from conftest import GRPC_ORACLE
 
@@ -72,3 +74,22 @@ MADE_UP_CHANGES = {
     "serialize": serialize_reraising,
     "deserialize": deserialize_quietly,
 }
+
+
+def grpcio_with_a_line_added(directory):
+    """A grpc package in ``directory`` (to put first on PYTHONPATH): the installed one, linked file by file, with one
+    comment line added to _common.encode, as a grpcio release that fastcommon does not know yet would have it."""
+    import grpc
+
+    installed, package = os.path.dirname(grpc.__file__), os.path.join(directory, "grpc")
+    os.makedirs(package)
+    for name in os.listdir(installed):
+        if name not in ("_common.py", "__pycache__"):  # its own __pycache__: nothing is written into grpcio's
+            os.symlink(os.path.join(installed, name), os.path.join(package, name))
+    with open(os.path.join(installed, "_common.py"), encoding="utf-8") as file:
+        source = file.read()
+    source, added = re.subn(r"(\ndef encode\(.*\n)", r"\1    # a line fastcommon has not seen\n", source, count=1)
+    assert added == 1
+    with open(os.path.join(package, "_common.py"), "w", encoding="utf-8") as file:
+        file.write(source)
+    return str(directory)

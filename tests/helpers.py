@@ -53,9 +53,19 @@ def outcome(function, *args):
     return (*observed, records)
 
 
+@contextlib.contextmanager
+def unwarned():
+    """A block in which nothing may warn (fastcommon's warnings are shown, never raised, where warnings are errors):
+    every warning recorded, and the test fails on any."""
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        yield
+    assert [f"{warning.category.__name__}: {warning.message}" for warning in warned] == []
+
+
 def assert_like_stock(scenario, *names):
-    """outcome(scenario) on stock grpc, then on grpc patched with ``names`` among what is replaced (warnings are
-    errors there): they must be equal. A scenario makes its own objects each time it runs, and returns plain data (its
+    """outcome(scenario) on stock grpc, then on grpc patched with ``names`` among what is replaced (no warning
+    there): they must be equal. A scenario makes its own objects each time it runs, and returns plain data (its
     results, which user code ran and how often, the state left). A name this build offers nothing for skips the test,
     saying why; one that stays grpc's fails it: stock compared with stock shows nothing."""
     assert names, "name what the scenario compares"
@@ -63,11 +73,9 @@ def assert_like_stock(scenario, *names):
         if why := unavailable(name):
             pytest.skip(f"{name}: {why}")
     stock = outcome(scenario)  # the autouse fixture stock_grpc starts every test with stock grpc
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched():
-            assert [name for name in names if not fastcommon.is_patched(name)] == []
-            patched = outcome(scenario)
+    with unwarned(), fastcommon.patched():
+        assert [name for name in names if not fastcommon.is_patched(name)] == []
+        patched = outcome(scenario)
     assert patched == stock, f"\n stock:   {stock!r}\n patched: {patched!r}"
 
 
@@ -149,9 +157,14 @@ NAMES = _registry.NAMES  # every name patch() may replace, in the registry's ord
 HOMES = _registry.HOMES
 TESTED_GRPCIO = _registry.TESTED_GRPCIO
 USER_AGENT, METHOD_NAME = _registry.USER_AGENT, _registry.METHOD_NAME
-Recorder = _functions.Recorder  # what the gate's probes log on, in place of grpc._common's _LOGGER
-ProbeError = _functions._ProbeError  # what the probes' (de)serializer raises
-probe_values = _functions.probe_values
+Recorder = _functions.Recorder  # what the gate's probes log on, in place of grpc._common's _LOGGER, and their classes
+
+
+def probe_values():
+    """The values the gate probes grpc._common's functions with."""
+    return _functions.probe_values(Recorder())
+
+
 Report, report_text = _report.Report, _report.text
 # The compiled relay of --report's SIGTERM handler: built on POSIX wherever fast_common is (a build without it is
 # broken, and its tests fail), absent from a pure-Python install.
@@ -230,8 +243,7 @@ def verdicts():
 
 def unavailable(name):
     """Why fastcommon has no replacement for ``name`` here (pure Python, abi3, grpc has none), or None."""
-    verdict = _patching.verdicts()[name]
-    return None if verdict.available else verdict.reason
+    return _gate.unavailable(_registry.BY_NAME[name], original(name))
 
 
 def unknown():
@@ -259,12 +271,6 @@ def probing(recorder):
         yield
     finally:
         del common.PROBING.recorder
-
-
-def forget_judgements():
-    """Forget what the gate remembers (fingerprints read, Metadata probed), so that it judges anew."""
-    _gate.fingerprints.source.cache_clear()
-    _gate.metadata._probed.cache_clear()
 
 
 def trust(monkeypatch, name, function):

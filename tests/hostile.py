@@ -10,7 +10,7 @@ import dataclasses
 from helpers import probes
 from hypothesis import strategies as st
 
-Entry, Hashing, OwnIteration = probes.Entry, probes.Hashing, probes.OwnIteration
+Entry, Hashing, OwnIteration = probes.made()
 
 CONTAINERS = ("tuple", "list", "entry", "own iteration", "list subclass", "short tuple", "long list")
 KEYS = ("str", "hashing", "str subclass", "bytes subclass", "int")

@@ -99,7 +99,7 @@ def test_while_the_gate_probes_only_its_probes_failures_are_kept_from_grpcs_logg
     recorder = helpers.Recorder()
 
     def probe(message):
-        raise helpers.ProbeError("probe")
+        raise recorder.error("probe")
 
     with captured_grpc_records() as records, helpers.probing(recorder):
         thread = threading.Thread(target=fastcommon.serialize, args=(b"x", lambda message: 1 / 0))
@@ -110,7 +110,7 @@ def test_while_the_gate_probes_only_its_probes_failures_are_kept_from_grpcs_logg
     assert [(message, kind) for _, _, message, kind, _ in records] == [
         ("Exception serializing message!", ZeroDivisionError)
     ] * 2
-    assert recorder.records == [(logging.ERROR, "Exception serializing message!", helpers.ProbeError, "probe")]
+    assert recorder.records == [(logging.ERROR, "Exception serializing message!", recorder.error, "probe")]
 
 
 class Spy(logging.Filter, logging.Handler):
@@ -175,7 +175,6 @@ def test_patch_changes_only_the_names_it_replaces_and_unpatch_puts_back_exactly_
     gc.collect()  # what earlier tests left; none from here on, so that a probe's leftovers would show
     gc.disable()
     try:
-        helpers.forget_judgements()  # the gate judges anew, as in a fresh process
         before = observable()
         helpers.verdicts()  # python -m fastcommon, check: judging alone
         assert changes(before, observable()) == []
@@ -211,7 +210,6 @@ def test_a_subclasshook_set_after_patch_is_asked_as_on_stock_grpc():
 
     Metadata._abc_caches_clear()
     stock = answers()
-    helpers.forget_judgements()  # probed anew, as in a fresh process
     with fastcommon.patched():
         assert answers() == stock == [True, True, "ab"]
 
@@ -234,7 +232,6 @@ def test_judging_runs_no_class_creation_hook_of_grpcs_metadata(monkeypatch):
     monkeypatch.setattr(
         Metadata, "__init_subclass__", classmethod(lambda cls: ran.append(("subclass", cls))), raising=False
     )
-    helpers.forget_judgements()
     with fastcommon.patched() as replaced:
         assert replaced == PATCHED and ran == []
 
@@ -264,9 +261,81 @@ def test_the_sequence_the_gates_probes_ask_answers_as_collections_abcs_for_every
     from grpc.aio import Metadata
 
     probe = helpers.gate_copies.detached(Metadata, object)
-    for label, (metadata, _) in helpers.probes.init_metadata_arguments(probe):
+    for label, (metadata, _) in helpers.probes.init_metadata_arguments(probe, *helpers.probes.made()[:2]):
         expected = isinstance(metadata, collections.abc.Sequence)
         assert isinstance(metadata, helpers.gate_metadata.Sequence) is expected, label
+
+
+def test_patch_after_unpatch_judges_what_grpc_holds_now(monkeypatch):
+    """Nothing is remembered from an earlier judgement: a global grpc's methods read, changed after unpatch(), is
+    judged at the next patch(), and patched grpc answers as stock does."""
+    from grpc.aio import Metadata
+
+    def answers():
+        return ["a" in Metadata(("a", "1")), b"a" in Metadata((b"a", "1"))]
+
+    fastcommon.patch()
+    fastcommon.unpatch()
+    monkeypatch.setattr(grpc_metadata, "MetadataKey", bytes)  # grpcio 1.85's __contains__ asks it
+    stock = answers()
+    with warnings.catch_warnings(record=True):  # where grpc's differs now, it stays grpc's, with a warning
+        warnings.simplefilter("always")
+        fastcommon.patch()
+    try:
+        assert answers() == stock
+    finally:
+        fastcommon.unpatch()
+
+
+def test_unpatch_leaves_no_reference_to_grpcs_originals(monkeypatch):
+    """What fastcommon judged and replaced (here copies of grpc's decode and Metadata.get, put in their place) is
+    freed once grpc holds it no more: after unpatch(), fastcommon keeps nothing of grpc's."""
+    import gc
+    import types
+    import weakref
+
+    copies = {}
+    for owner, name in ((grpc_common, "decode"), (grpc_metadata.Metadata, "get")):
+        own = vars(owner)[name]
+        copies[name] = types.FunctionType(own.__code__, own.__globals__, own.__name__, own.__defaults__)
+        copies[name].__qualname__ = own.__qualname__
+        monkeypatch.setattr(owner, name, copies[name])
+    replaced = fastcommon.patch()
+    assert {"decode", "Metadata.get"} <= set(replaced), replaced
+    fastcommon.unpatch()
+    monkeypatch.undo()
+    freed = {name: weakref.ref(function) for name, function in copies.items()}
+    del copies
+    gc.collect()
+    assert {name: ref() for name, ref in freed.items()} == dict.fromkeys(freed)
+
+
+def test_neither_import_nor_judging_leaves_a_subclass_of_a_builtin_type():
+    """The gate's probe classes (subclasses of str, bytes, tuple, Exception) are made when it probes and freed with
+    the judgement: importing fastcommon makes none, and none lives on after patch() and unpatch()."""
+    code = """if True:
+        import gc
+        bases = (str, bytes, tuple, list, dict, Exception)
+        def made(): return sorted(c.__name__ for b in bases for c in b.__subclasses__() if "fastcommon" in c.__module__)
+        import grpc.aio, fastcommon
+        gc.collect()
+        print(made())
+        fastcommon.patch(), fastcommon.unpatch()
+        gc.collect()
+        print(made())
+    """
+    assert helpers.python("-c", code, check_status=0).stdout == "[]\n[]\n"
+
+
+def test_patch_and_unpatch_leave_grpcs_metadata_instances_as_stock_makes_them():
+    """Judging and installing make no instance of grpc's Metadata: its instances' attribute dicts (a class's shared
+    keys, from CPython 3.11) are as in a process that never patched."""
+    code = "import sys, grpc.aio, fastcommon; {}print(sys.getsizeof(vars(grpc.aio.Metadata(('a', '1')))))"
+    stock, patched = (
+        helpers.python("-c", code.format(then), check_status=0).stdout
+        for then in ("", "fastcommon.patch(), fastcommon.unpatch(); ")
+    )
+    assert patched == stock
 
 
 # ------------------------------------------------------------------ a grpc that changed
@@ -497,8 +566,7 @@ def test_a_metadata_class_grpc_changed_leaves_all_its_methods_to_grpc(monkeypatc
 def test_a_method_this_grpcio_lacks_stays_so_without_a_warning(monkeypatch):
     if "Metadata._create" in GRPC_METADATA_ORIGINALS:
         monkeypatch.delattr(grpc_metadata.Metadata, "_create")  # as in grpcio before 1.80
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with helpers.unwarned():
         replaced = fastcommon.patch()
     fastcommon.unpatch()
     assert "Metadata._create" not in replaced and "Metadata.__init__" in replaced

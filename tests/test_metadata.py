@@ -9,9 +9,10 @@ import inspect
 import pickle
 import sys
 import typing
-import warnings
 import weakref
+from unittest import mock
 
+import conftest
 import pytest
 from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO, expected_patch
 
@@ -53,10 +54,8 @@ def stock_class():
 def stock_and_patched(scenario):
     """The outcome of ``scenario(cls)`` on stock grpc's Metadata, and on grpc's own class patched by fastcommon."""
     stock = probes.outcome(scenario, stock_class())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched():
-            patched = probes.outcome(scenario, Metadata)
+    with helpers.unwarned(), fastcommon.patched():
+        patched = probes.outcome(scenario, Metadata)
     return stock, patched
 
 
@@ -87,7 +86,7 @@ PAIR = st.tuples(KEY, VALUE)
 @given(pairs=st.lists(PAIR, max_size=8), shape=st.sampled_from(["tuple", "list", "entries"]))
 def test_any_metadata_is_made_and_read_as_stock_grpc_makes_and_reads_it(pairs, shape):
     given_pairs = {"tuple": tuple, "list": lambda ps: [list(p) for p in ps], "entries": lambda ps: tuple(
-        probes.Entry(*p) for p in ps)}[shape](pairs)  # fmt: skip
+        hostile.Entry(*p) for p in ps)}[shape](pairs)  # fmt: skip
 
     def scenario(cls):
         made = [cls(*given_pairs), cls.from_tuple(tuple(given_pairs)), _channel._BaseMultiCallable._init_metadata(
@@ -109,10 +108,8 @@ def test_keys_and_pairs_that_run_code_midway_end_as_with_stock_grpc(scenario):
         return lambda cls: hostile.run(scenario, cls, init_metadata, Metadata)
 
     stock = probes.outcome(making(GRPC_METADATA_ORIGINALS["_BaseMultiCallable._init_metadata"].__func__), stock_class())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched():
-            patched = probes.outcome(making(_channel._BaseMultiCallable._init_metadata), Metadata)
+    with helpers.unwarned(), fastcommon.patched():
+        patched = probes.outcome(making(_channel._BaseMultiCallable._init_metadata), Metadata)
     assert patched == stock
 
 
@@ -230,8 +227,82 @@ def test_a_replaced_method_answers_for_itself_as_grpcs_own(name):
         return [
             function.__name__, function.__qualname__, function.__module__, function.__doc__,
             function.__annotations__, typing.get_type_hints(function), str(inspect.signature(found)),
-            pickle.loads(pickle.dumps(found)) == found,
+            pickle.loads(pickle.dumps(found)) == found, inspect.isfunction(function), inspect.getdoc(found),
+            inspect.ismethoddescriptor(function), hasattr(function, "__annotate__"), repr(function).split(" at ")[0],
         ]  # fmt: skip
+
+    assert_like_stock(scenario, name)
+
+
+# Each replaced instance method: a call as grpc makes one, and one with the wrong arguments, on a Metadata m.
+MOCKED_CALLS = {
+    "Metadata.__init__": (lambda m: type(m)(("k", "v")), lambda m: m.__init__(x=1)),
+    "Metadata.add": (lambda m: m.add("k", "v"), lambda m: m.add("k")),
+    "Metadata.__iter__": (lambda m: list(iter(m)), lambda m: m.__iter__(1)),
+    "Metadata.__len__": (len, lambda m: m.__len__(1)),
+    "Metadata.__getitem__": (lambda m: m["k"], lambda m: m.__getitem__()),
+    "Metadata.get": (lambda m: m.get("k"), lambda m: m.get()),
+    "Metadata.get_all": (lambda m: m.get_all("k"), lambda m: m.get_all()),
+    "Metadata.__contains__": (lambda m: "k" in m, lambda m: m.__contains__()),
+    "Metadata.__setitem__": (lambda m: m.__setitem__("k", "w"), lambda m: m.__setitem__("k")),
+}
+NOT_A_FUNCTION = "the abi3 build's methods are Cython functions, which mock tells from grpc's (docs/safety.md)"
+
+
+def attempts(m, *calls):
+    """What each call on ``m`` gave (its type) or raised (type and text)."""
+    found = []
+    for call in calls:
+        try:
+            found.append(("returned", type(call(m)).__name__))
+        except Exception as exc:
+            found.append(("raised", type(exc).__name__, str(exc)))
+    return found
+
+
+def recorded(mocked, m):
+    """The calls a mock recorded, ``m`` named self (another Metadata, one made half)."""
+    named = {True: "self", False: "a Metadata"}
+    return [(name, [named[arg is m] if isinstance(arg, Metadata) else arg for arg in args], kwargs)
+            for name, args, kwargs in mocked.mock_calls]  # fmt: skip
+
+
+@pytest.mark.skipif(conftest.abi3_build(), reason=NOT_A_FUNCTION)
+@pytest.mark.parametrize("name", sorted(MOCKED_CALLS))
+def test_autospec_mocks_a_replaced_method_as_grpcs_own(name):
+    """mock.patch.object(Metadata, name, autospec=True) records self and checks grpc's signature, and
+    create_autospec's class and function specs do the same, as on stock grpc."""
+
+    def scenario():
+        m = Metadata(("k", "v"))
+        with mock.patch.object(Metadata, name.split(".")[1], autospec=True) as mocked:
+            patched = attempts(m, *MOCKED_CALLS[name]), recorded(mocked, m)
+        spec = mock.create_autospec(Metadata, instance=True)
+        function = mock.create_autospec(getattr(Metadata, name.split(".")[1]))
+        right, wrong = MOCKED_CALLS[name]
+        specced = attempts(spec, right, wrong), recorded(spec, spec)
+        return patched, specced, attempts(m, lambda m: function(m, "k"), lambda m: function()), recorded(function, m)
+
+    assert_like_stock(scenario, name)
+
+
+@pytest.mark.skipif(conftest.abi3_build(), reason=NOT_A_FUNCTION)
+@pytest.mark.parametrize("name", [*sorted(MOCKED_CALLS), "Metadata.from_tuple", "_BaseMultiCallable._init_metadata"])
+def test_pytest_mocks_spy_calls_through_a_replaced_method_as_through_grpcs_own(name, request):
+    pytest.importorskip("pytest_mock")
+    mocker = request.getfixturevalue("mocker")
+    owner, attribute = (_BaseMultiCallable if name.startswith("_") else Metadata), name.split(".")[1]
+    right = MOCKED_CALLS.get(name, (lambda m: getattr(owner, attribute)(None, None) if owner is not Metadata else
+                             Metadata.from_tuple((("k", "v"),)),))[0]  # fmt: skip
+
+    def scenario():
+        m = Metadata(("k", "v"))
+        spy = mocker.spy(owner, attribute)
+        try:
+            called = attempts(m, right), recorded(spy, m), spy.spy_return is None  # an iterator: not grpc's type
+        finally:
+            mocker.stopall()
+        return called
 
     assert_like_stock(scenario, name)
 
@@ -852,7 +923,7 @@ class Operations(RuleBasedStateMachine):
             objects = hostile._Objects(type(metadata))
             objects.instance = metadata
             try:
-                return metadata.add(probes.Hashing(key, lambda: hostile._act(action, objects)), "v")
+                return metadata.add(hostile.Hashing(key, lambda: hostile._act(action, objects)), "v")
             finally:
                 objects.running = False
                 type(metadata).add = objects.own_add

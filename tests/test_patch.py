@@ -4,7 +4,6 @@ What the gate leaves to grpc, and why, is test_gate.py's; the status and check t
 """
 
 import sys
-import warnings
 
 import pytest
 from conftest import NEEDS_GRPCIO
@@ -73,10 +72,8 @@ def test_is_patched_refuses_a_name_it_does_not_patch(name):
 
 
 def test_patch_issues_no_warning_on_stock_grpc():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastcommon.patched() as replaced:
-            assert replaced == PATCHED
+    with helpers.unwarned(), fastcommon.patched() as replaced:
+        assert replaced == PATCHED
 
 
 def test_patched_context_manager_undoes_only_its_own_patch():

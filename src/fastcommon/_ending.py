@@ -8,7 +8,6 @@ import signal
 import sys
 import threading
 import types
-import warnings
 from typing import Any
 
 from . import _implementation, _patching
@@ -34,10 +33,9 @@ def start(to_stderr: bool, full: bool, path: str | None) -> None:
         if relay is not None:  # in front of CPython's handler, just set
             relay.relay_sigterm(_pthread_kill_address())
         elif os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
-            warnings.warn(
+            _implementation.warn(
                 "fastcommon: run --report's SIGTERM relay (fastcommon._sigterm) did not load; a process whose main "
                 "thread waits with no timeout may not end when another thread takes SIGTERM (docs/adoption.md)",
-                _implementation.FastcommonWarning,
                 stacklevel=2,
             )
 

@@ -2,6 +2,7 @@
 
 import importlib.machinery
 import os
+import sys
 import types
 import warnings
 from typing import Any
@@ -15,6 +16,19 @@ class FastcommonWarning(RuntimeWarning):
 
 
 FastcommonWarning.__module__ = "fastcommon"  # where users import it from
+
+
+def warn(message: str, stacklevel: int) -> None:
+    """warnings.warn(message, FastcommonWarning, stacklevel) as the caller would, but never an exception: where the
+    filters make it one (-W error, pytest's filterwarnings = error), it is shown as a warning is shown instead."""
+    try:
+        warnings.warn(message, FastcommonWarning, stacklevel + 1)
+    except FastcommonWarning as warning:
+        frame = sys._getframe()
+        for _ in range(stacklevel):  # to the frame warnings.warn names (or the outermost, called from C)
+            frame = frame.f_back or frame
+        warnings.showwarning(warning, FastcommonWarning, frame.f_code.co_filename, frame.f_lineno)
+
 
 # The twin of common.py, grpc.aio's Metadata methods, the entry constructor (none for the Limited API): all, or none.
 COMPILED = ("fast_common", "fast_metadata", "fast_entry")
@@ -79,7 +93,7 @@ def warn_if_unwanted_pure_python(stacklevel: int) -> None:
     global _unwanted
     if _unwanted:
         _unwanted = False
-        warnings.warn(f"fastcommon is running pure Python: {PURE_PYTHON_REASON}", FastcommonWarning, stacklevel + 1)
+        warn(f"fastcommon is running pure Python: {PURE_PYTHON_REASON}", stacklevel + 1)
 
 
 def unavailable(replaceable: Replaceable) -> str | None:

@@ -5,11 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import warnings
 from typing import NoReturn
 
 from . import _ending, _environment, _recording
-from ._implementation import FastcommonWarning
+from ._implementation import warn
 from ._patching import is_patched, patch
 from ._registry import NAMES
 
@@ -117,4 +116,4 @@ def grpc_imported() -> None:
         if path := os.environ.get(_environment.COMPARE_PATCHED):  # in compare's patched run: say what it patched
             _recording.append(path, pid=os.getpid(), patched=sum(map(is_patched, NAMES)))
     except Exception as exc:  # a failure here must not take the program down with it
-        warnings.warn(f"fastcommon could not patch grpc: {exc!r}", FastcommonWarning, stacklevel=2)
+        warn(f"fastcommon could not patch grpc: {exc!r}", stacklevel=2)

@@ -3,7 +3,6 @@ for grpc's original reads originals(): a judgement answers the same before patch
 
 import contextlib
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,7 +43,7 @@ def install(make: Callable[[dict[str, Any], Any], dict[str, Any]] = _implementat
             _installed[name] = (grpcs[name], replacements[name])
             setattr(*_grpc.owner(name), replacements[name])
     if differing := [verdict for verdict in judged.values() if verdict.differs]:
-        warnings.warn(warning(differing, _grpc.version()), _implementation.FastcommonWarning, stacklevel=3)
+        _implementation.warn(warning(differing, _grpc.version()), stacklevel=3)
     return replaced
 
 

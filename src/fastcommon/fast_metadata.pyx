@@ -1,4 +1,4 @@
-# cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
+# cython: language_level=3, binding=True, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
 """grpc.aio's Metadata methods and _init_metadata, compiled from grpc's own code, and their iterator (iterator.h): the
 same reads, lookups and calls in the same order. C takes a step only where exact types (an exact OrderedDict, exact str
 keys, exact lists and tuples) make it the same step; decided up front, else grpc's own method does the whole call. The
@@ -36,6 +36,10 @@ cdef extern from "compat.h":
 cdef extern from "iterator.h":
     object fastcommon_iterator_type()
     object fastcommon_iterator_new(object, object, object)
+
+cdef extern from "function.h":
+    object fastcommon_function_type()
+    object fastcommon_function_new(object, object)
 
 
 cdef object _OrderedDict = collections.OrderedDict
@@ -144,7 +148,7 @@ cdef object _construct(_Methods methods, tuple pairs):
     cls = methods.cls
     if not methods.init:
         return cls(*pairs)
-    self = _object_new(cls, <PyObject *>_NO_ARGS, NULL)  # cls.__new__ is object's, as judged
+    self = _object_new(cls, <PyObject *>_NO_ARGS, NULL)  # what type() calls: the class's slot (metadata_methods)
     fastcommon_count(methods.init_counter)
     if not (methods.add and _fill(self, pairs, methods)):  # a fresh instance: add is the class's
         _initialize(self, pairs)
@@ -152,7 +156,6 @@ cdef object _construct(_Methods methods, tuple pairs):
 
 
 cdef object _make_init(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def __init__(*args, **kwargs):  # what type() calls with whatever Metadata(...) was given: grpc's words for errors
         fastcommon_count(counter)
         if kwargs or not args:
@@ -168,7 +171,6 @@ cdef object _make_init(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_add(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def add(self, key, value):
         fastcommon_count(counter)
         self._metadata.setdefault(key, [])
@@ -178,7 +180,6 @@ cdef object _make_add(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_from_tuple(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def from_tuple(cls, raw_metadata):
         fastcommon_count(counter)
         if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
@@ -201,7 +202,6 @@ cdef bint _is_instance(_Methods methods, tuple metadata) except -1:
 
 
 cdef object _make_create(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def _create(cls, raw_metadata):
         fastcommon_count(counter)
         if cls is methods.cls:
@@ -274,9 +274,11 @@ cdef int _str_keys(object ordered) except -2:
 
 
 MetadataIterator = fastcommon_iterator_type()  # iterator.h
+cdef object _Function = fastcommon_function_type()  # function.h: what stands in for each method, a function to mock
 
 
 cdef object _make_iter(object grpcs, _Methods methods, Py_ssize_t counter):
+    @cython.binding(False)  # a builtin: what the iterator calls (iterator.h)
     def start(metadata):
         """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact OrderedDict of
         exact str keys, for the iterator to walk; None when it is empty; else grpc's own generator over it."""
@@ -290,7 +292,6 @@ cdef object _make_iter(object grpcs, _Methods methods, Py_ssize_t counter):
             raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
         return generator
 
-    @cython.binding(True)
     @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
     def __iter__(self):
         fastcommon_count(counter)
@@ -300,7 +301,6 @@ cdef object _make_iter(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_len(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     @cython.always_allow_keywords(True)
     def __len__(self):
         cdef Py_ssize_t total = 0, position = 0
@@ -341,7 +341,6 @@ cdef object _getitem(object self, object key, _Methods methods):
 
 
 cdef object _make_getitem(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def __getitem__(self, key):
         fastcommon_count(counter)
         return _getitem(self, key, methods)
@@ -350,7 +349,6 @@ cdef object _make_getitem(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_get(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def get(self, key, default=None):
         fastcommon_count(counter)
         try:
@@ -365,7 +363,6 @@ cdef object _make_get(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_get_all(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def get_all(self, key):
         cdef PyObject *found
         fastcommon_count(counter)
@@ -382,7 +379,6 @@ cdef object _make_get_all(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_contains(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def __contains__(self, key):
         fastcommon_count(counter)
         if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
@@ -396,7 +392,6 @@ cdef object _make_contains(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_setitem(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def __setitem__(self, key, value):  # [value] under a new key; else value in place of the first
         fastcommon_count(counter)
         if key not in self:
@@ -415,7 +410,6 @@ cdef object _make_setitem(object grpcs, _Methods methods, Py_ssize_t counter):
 
 
 cdef object _make_init_metadata(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(True)
     def _init_metadata(metadata=None, compression=None):
         fastcommon_count(counter)
         cls = methods.cls  # grpc.aio._channel's Metadata, as judged
@@ -458,11 +452,8 @@ def metadata_methods(originals, cls, /, *, counters=None):
     """What replaces grpc's methods ``originals`` (by dotted name, each as its class holds it: a classmethod, say), made
     together for exact instances of ``cls``; ``counters``: where each counts its calls, by the same names."""
     cdef _Methods methods = _Methods.__new__(_Methods)
-    try:  # CPython's own check that object's allocation fits the class's layout, which is for good
-        if not isinstance(cls, type) or cls.__new__ is not object.__new__ or object.__new__(cls) is None:
-            raise TypeError("its __new__ is another")
-    except TypeError as error:
-        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}") from error
+    if not isinstance(cls, type) or PyType_GetSlot(<PyTypeObject *>cls, Py_tp_new) != <void *>_object_new:
+        raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}")
     counters = dict(counters or {})
     functions, kinds = {}, {}
     for name, original in dict(originals).items():
@@ -489,6 +480,9 @@ def metadata_methods(originals, cls, /, *, counters=None):
         # reference answer as for grpc's own)
         functools.update_wrapper(replacement, function)
         replacement.__annotations__ = function.__annotations__
+        if not hasattr(function, "__annotate__"):  # set by Cython with __annotations__; grpc's have none before 3.14
+            vars(replacement).pop("__annotate__", None)
+        replacement = fastcommon_function_new(_Function, replacement)  # function.h: a function, as mock sees one
         replacements[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
     return replacements
 

@@ -27,13 +27,17 @@ def assess(originals: dict[str, Any]) -> dict[str, Verdict]:
     return verdicts
 
 
+def unavailable(replaceable: Replaceable, original: Any) -> str | None:
+    """Why fastcommon has nothing to put in place of grpc's ``original`` here (pure Python, abi3, grpc has none)."""
+    why = _implementation.unavailable(replaceable)
+    return f"grpcio {_grpc.version()} has no {replaceable.name} of its own" if not why and original is None else why
+
+
 def _judge(replaceable: Replaceable, original: Any) -> Verdict:
     name = replaceable.name
     try:
-        if why := _implementation.unavailable(replaceable):
+        if why := unavailable(replaceable, original):
             return Verdict(name, why, available=False)
-        if original is None:
-            return Verdict(name, f"grpcio {_grpc.version()} has no {name} of its own", available=False)
         if replaceable.kind == CLASS:
             return Verdict(name, metadatum.class_difference(original) or metadatum.difference(original))
         if replaceable.kind != FUNCTION and (why := metadata.class_difference()):

@@ -1,7 +1,6 @@
 """The gate's first test: a fingerprint of the code, so that a change no probe exercises is still seen."""
 
 import ast
-import functools
 import linecache
 import sys
 import textwrap
@@ -13,7 +12,6 @@ from typing import Any
 _OPENING = ("def ", "async def ", "class ", "@")  # what opens the next definition at a function's indentation
 
 
-@functools.lru_cache(maxsize=64)
 def source(function: Any) -> str | None:
     """A function's source text, as inspect.getsource gives it (decorators included); None when there is none."""
     # Parsing the function's own lines (up to the next definition at its indentation, or less), dedented, gives

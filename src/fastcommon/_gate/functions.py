@@ -9,10 +9,6 @@ from .. import common
 from .._registry import METHOD_NAME
 from .copies import copied
 
-_ProbeError = type("_ProbeError", (Exception,), {})  # raised by the probes' (de)serializer
-_ProbeStr = type("_ProbeStr", (str,), {})
-_ProbeBytes = type("_ProbeBytes", (bytes,), {})
-
 
 class _PosingAsBytes:
     """What isinstance() takes for bytes without being bytes, as unittest.mock.Mock(spec=bytes) is."""
@@ -34,8 +30,9 @@ class _PosingAsBytes:
         return "an object posing as bytes"
 
 
-def probe_values() -> list[Any]:
-    """Every kind of input grpc's callers pass or may pass; made fresh for each side, in case one mutates them."""
+def probe_values(recorder: "Recorder") -> list[Any]:
+    """Every kind of input grpc's callers pass or may pass (the subclasses the recorder's); made fresh for each side,
+    in case one mutates them."""
     return [
         METHOD_NAME.encode(),
         "h\xe9llo \U0001f600\x00",
@@ -45,8 +42,8 @@ def probe_values() -> list[Any]:
         [memoryview(b"view one, "), memoryview(b"view two")],
         [],
         None,
-        _ProbeStr("str subclass"),
-        _ProbeBytes(b"bytes subclass"),
+        recorder.str("str subclass"),
+        recorder.bytes(b"bytes subclass"),
         _PosingAsBytes(),
         b"\xff\xfeh\xc3\xa9\xe2\x82",  # invalid UTF-8
         "\ud800",  # a lone surrogate
@@ -63,16 +60,16 @@ def _observable(value: Any) -> Any:
 
 
 class _Transformer:
-    """A probe (de)serializer: records what it is handed, then returns it, or raises _ProbeError."""
+    """A probe (de)serializer: records what it is handed, then returns it, or raises ``raises``."""
 
-    def __init__(self, raises: bool) -> None:
+    def __init__(self, raises: type[Exception] | None) -> None:
         self.raises = raises
         self.handed: list[Any] = []
 
     def __call__(self, message: Any) -> Any:
         self.handed.append(_observable(message))
         if self.raises:
-            raise _ProbeError("probe")
+            raise self.raises("probe")
         return message
 
     def __repr__(self) -> str:
@@ -80,35 +77,38 @@ class _Transformer:
 
 
 class Recorder:
-    """grpc._common's _LOGGER while probing: keeps the probes' failures; others (a finalizer's, say) go to grpc's."""
+    """grpc._common's _LOGGER while probing: keeps the probes' failures; others (a finalizer's, say) go to grpc's. It
+    makes one judgement's probe classes (str and bytes subclasses, the error raised): none exist at import."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []
+        self.error = type("_ProbeError", (Exception,), {})
+        self.str, self.bytes = type("_ProbeStr", (str,), {}), type("_ProbeBytes", (bytes,), {})
 
     def exception(self, msg: object, *args: Any, **kwargs: Any) -> None:
         exc = sys.exc_info()[1]
-        if not isinstance(exc, _ProbeError):
+        if not isinstance(exc, self.error):
             common.grpcs_logger().exception(msg, *args, stacklevel=2, **kwargs)
             return
         self.records.append((logging.ERROR, str(msg) % args if args else str(msg), type(exc), str(exc)))
 
 
-def _probe_calls(arity: int) -> list[tuple[Any, _Transformer | None]]:
+def _probe_calls(arity: int, recorder: Recorder) -> list[tuple[Any, _Transformer | None]]:
     """The (value, transformer) calls that probe a conversion (arity 1) or a wrapper (2), made fresh for each side."""
-    calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in probe_values()]
+    calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in probe_values(recorder)]
     if arity == 2:
-        calls += [(value, _Transformer(raises=False)) for value in probe_values()]
+        calls += [(value, _Transformer(raises=None)) for value in probe_values(recorder)]
         # The failure path depends on the input no more than the returning recorder already shows:
         # bytes, a memoryview and a list of chunks, the three that grpc hands over, are enough.
-        values = probe_values()
-        calls += [(values[i], _Transformer(raises=True)) for i in (0, 2, 4)]
+        values = probe_values(recorder)
+        calls += [(values[i], _Transformer(raises=recorder.error)) for i in (0, 2, 4)]
     return calls
 
 
 def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> list[tuple[Any, ...]]:
     """Everything observable about ``function`` on each probe."""
     outcomes = []
-    for value, transformer in _probe_calls(arity):
+    for value, transformer in _probe_calls(arity, recorder):
         args = (value,) if arity == 1 else (value, transformer)
         del recorder.records[:]
         try:
@@ -133,6 +133,6 @@ def difference(name: str, arity: int, grpcs: Callable[..., Any], fastcommons: Ca
     if theirs == mine:
         return None
     index = next(i for i, (their, my) in enumerate(zip(theirs, mine, strict=False)) if their != my)
-    value, transformer = _probe_calls(arity)[index]
+    value, transformer = _probe_calls(arity, recorder)[index]
     argument = "" if arity == 1 else f", {transformer or 'None'}"
     return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"

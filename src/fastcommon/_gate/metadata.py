@@ -6,7 +6,6 @@ left out in turn: the verdict names the one that makes the difference."""
 
 import collections
 import functools
-from collections.abc import Callable
 from typing import Any
 
 from .. import _grpc, _implementation
@@ -43,42 +42,39 @@ def class_difference() -> str | None:
 
 
 def differences(originals: dict[str, Any]) -> dict[str, str | None]:
-    """For each of grpc's original methods ``originals`` (by name), why fastcommon's may not replace it, or None."""
-    return dict(_probed(tuple(originals.items()), _grpc.metadata_class(), _implementation.metadata_methods))
-
-
-@functools.lru_cache(maxsize=16)
-def _probed(originals: tuple[tuple[str, Any], ...], cls: Any, make: Callable[..., Any]) -> dict[str, str | None]:
-    """differences(), remembered by the objects judged (the class's shape is checked before, every time)."""
-    by_name = dict(originals)
-    theirs = _outcomes(by_name, [], cls, make)  # grpc's alone, once: each difference compares with it
+    """For each of grpc's original methods ``originals`` (by name), why fastcommon's may not replace it, or None:
+    judged from what grpc holds now (nothing is remembered from an earlier judgement)."""
+    cls, made = _grpc.metadata_class(), probes.made()
+    theirs = _outcomes(originals, [], cls, made)  # grpc's alone, once: each difference compares with it
 
     def difference(replaced: list[str]) -> str | None:
-        mine = _outcomes(by_name, replaced, cls, make)
+        mine = _outcomes(originals, replaced, cls, made)
         differing = (label for (label, a), (_, b) in zip(theirs, mine, strict=True) if a != b)
         return next((f"it differs on a probe: {label}" for label in differing), None)
 
-    together = difference(list(by_name))
+    together = difference(list(originals))
     if together is None:
-        return dict.fromkeys(by_name)
-    culprits = [name for name in by_name if difference([other for other in by_name if other != name]) is None]
+        return dict.fromkeys(originals)
+    culprits = [name for name in originals if difference([other for other in originals if other != name]) is None]
     if not culprits:
-        return dict.fromkeys(by_name, f"{together}, with fastcommon's other Metadata methods")
-    return {name: together if name in culprits else None for name in by_name}
+        return dict.fromkeys(originals, f"{together}, with fastcommon's other Metadata methods")
+    return {name: together if name in culprits else None for name in originals}
 
 
-def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, make: Callable[..., Any]) -> list[Any]:
-    """Each scenario's outcome with grpc's ``originals`` (by name), fastcommon's in place of those ``replaced``."""
+def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: Any) -> list[Any]:
+    """Each scenario's outcome with grpc's ``originals`` (by name), fastcommon's in place of those ``replaced``; the
+    probes pass the classes ``made`` (probes.made())."""
     methods = {name: original for name, original in originals.items() if BY_NAME[name].kind != STATICMETHOD}
     probe = detached(cls, object, {BY_NAME[name].attribute: original for name, original in methods.items()})
+    make = _implementation.metadata_methods
     for name, replacement in make({name: methods[name] for name in replaced if name in methods}, probe).items():
         setattr(probe, BY_NAME[name].attribute, replacement)
-    outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.SCENARIOS]
+    outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.scenarios(*made)]
     init_metadata = next((name for name in originals if name not in methods), None)  # probed on calls of its own
     if init_metadata is not None:
         original = staticmethod(copied(originals[init_metadata].__func__, Metadata=probe, Sequence=Sequence))
         function = make({init_metadata: original}, probe)[init_metadata] if init_metadata in replaced else original
-        for label, args in probes.init_metadata_arguments(probe):
+        for label, args in probes.init_metadata_arguments(probe, *made[:2]):
             answer = functools.partial(probes.init_metadata_answer, args)
             outcomes.append((f"_init_metadata({label})", probes.outcome(answer, function.__func__)))
     return outcomes

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 PAIRS = (("a", "1"), ("b", b"2"), ("a", "3"))
-Entry = namedtuple("Entry", ("key", "value"))  # as grpc's core hands metadata entries over
 
 
 def state(metadata: Any) -> Any:
@@ -109,56 +108,59 @@ def _subclass_adding_upper(cls: Any) -> Any:
     return Upper
 
 
-class Hashing(str):
-    """A key whose hash runs ``action`` (Python code in the middle of a method) until it is None. The actions never
-    raise: a hash that raises inside OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's code alone."""
+def made() -> tuple[Any, Any, Any]:
+    """The classes the probes pass, made for each judgement and freed with it (importing fastcommon makes none): an
+    Entry as grpc's core hands one over, a key whose hash runs code, a pair that iterates its own way."""
 
-    action: Callable[[], Any] | None
+    class Hashing(str):
+        """A key whose hash runs ``action`` until it is None. The actions never raise: a hash that raises inside
+        OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's code alone."""
 
-    def __new__(cls, text: str, action: Callable[[], Any]) -> "Hashing":
-        key = super().__new__(cls, text)
-        key.action = action
-        return key
+        action: Callable[[], Any] | None
 
-    def __hash__(self) -> int:
-        if self.action is not None:
-            self.action()
-        return str.__hash__(self)
+        def __new__(cls, text: str, action: Callable[[], Any]) -> "Hashing":
+            key = super().__new__(cls, text)
+            key.action = action
+            return key
 
-    __eq__ = str.__eq__  # kept: a class that defines __hash__ alone would get the default __eq__
+        def __hash__(self) -> int:
+            if self.action is not None:
+                self.action()
+            return str.__hash__(self)
+
+        __eq__ = str.__eq__  # kept: a class that defines __hash__ alone would get the default __eq__
+
+    class OwnIteration(tuple):  # type: ignore[type-arg]  # unpacking it runs Python code
+        def __iter__(self) -> Any:
+            return reversed(tuple(tuple.__iter__(self)))
+
+    return namedtuple("Entry", ("key", "value")), Hashing, OwnIteration
 
 
-class OwnIteration(tuple):  # type: ignore[type-arg]
-    """A pair that iterates as it chooses: unpacking it runs Python code."""
-
-    def __iter__(self) -> Any:
-        return reversed(tuple(tuple.__iter__(self)))
-
-
-def _with_hashing(make: Callable[[Hashing], Any], action: Callable[[], Any]) -> Any:
+def _with_hashing(hashing: Any, make: Callable[[Any], Any], action: Callable[[], Any]) -> Any:
     """make(a key whose hash does ``action``), the key's action gone after."""
-    key = Hashing("a", action)
+    key = hashing("a", action)
     try:
         return make(key)
     finally:
         key.action = None
 
 
-def _hostile_init(cls: Any, action: Callable[[list[Any]], Any], maker: str = "") -> Any:
+def _hostile_init(cls: Any, hashing: Any, action: Callable[[list[Any]], Any], maker: str = "") -> Any:
     """cls(first, later) or cls.maker((first, later)), hashing the first key (as add does) doing ``action`` to later."""
     later = ["k", "v"]
     make = getattr(cls, maker) if maker else lambda pairs: cls(*pairs)
-    return _with_hashing(lambda key: make(((key, "x"), later)), lambda: action(later))
+    return _with_hashing(hashing, lambda key: make(((key, "x"), later)), lambda: action(later))
 
 
-def _again_hashing(cls: Any, action: Callable[[Any], Any]) -> Any:
+def _again_hashing(cls: Any, hashing: Any, action: Callable[[Any], Any]) -> Any:
     """An instance's __init__ called again, a key's hash doing ``action`` to the instance on the way."""
     metadata = cls(*PAIRS)
-    _with_hashing(lambda key: metadata.__init__((key, "1"), ("b", "2")), lambda: action(metadata))
+    _with_hashing(hashing, lambda key: metadata.__init__((key, "1"), ("b", "2")), lambda: action(metadata))
     return metadata
 
 
-def _add_rebound_midway(cls: Any) -> Any:
+def _add_rebound_midway(cls: Any, hashing: Any) -> Any:
     """A key's hash that rebinds the class's add: grpc's __init__ looks add up again for the next pair."""
     own_add = cls.add
 
@@ -166,7 +168,7 @@ def _add_rebound_midway(cls: Any) -> Any:
         own_add(self, key.upper(), value)
 
     try:
-        return _with_hashing(lambda key: cls((key, "1"), ("b", "2")), lambda: setattr(cls, "add", shouting))
+        return _with_hashing(hashing, lambda key: cls((key, "1"), ("b", "2")), lambda: setattr(cls, "add", shouting))
     finally:
         cls.add = own_add
 
@@ -183,110 +185,120 @@ def _pickled(cls: Any) -> Any:
     return reduced[1][0].__name__, [seen(part) for part in reduced[2:]]
 
 
-SCENARIOS: list[tuple[str, Callable[[Any], Any]]] = [
-    # Making one: grpc's own way (from_tuple, _create), and users' (Metadata(*pairs)).
-    ("Metadata()", lambda cls: cls()),
-    ("Metadata(*pairs)", lambda cls: cls(*PAIRS)),
-    ("Metadata(*namedtuple entries)", lambda cls: cls(*(Entry(*pair) for pair in PAIRS))),
-    ("Metadata(*lists)", lambda cls: cls(["a", "1"], ["b", "2"])),
-    ("Metadata(('k',))", lambda cls: cls(("k",))),
-    ("Metadata(('k', 'v', 'x'))", lambda cls: cls(("k", "v", "x"))),
-    ("Metadata(5)", lambda cls: cls(5)),
-    ("Metadata(([], 'v'))", lambda cls: cls(([], "v"))),
-    ("Metadata((1, 'v'))", lambda cls: cls((1, "v"), ("a", "b"))),
-    ("Metadata('kv')", lambda cls: cls("kv")),
-    ("a subclass's own add", lambda cls: _subclass_adding_upper(cls)(*PAIRS)),
-    ("Metadata(pairs, a short pair last)", lambda cls: cls(*PAIRS, ("k",))),
-    ("Metadata(pairs, a long list last)", lambda cls: cls(*PAIRS, ["k", "v", "x"])),
-    ("Metadata(a pair iterating its own way)", lambda cls: cls(OwnIteration(("k", "v")))),
-    ("Metadata(a list subclass pair)", lambda cls: cls(type("Pair", (list,), {})(["k", "v"]))),
-    ("a key's hash empties a later pair", lambda cls: _hostile_init(cls, list.clear)),
-    ("a key's hash shortens a later pair",
-     lambda cls: _hostile_init(cls, lambda later: later.__delitem__(slice(1, None)))),
-    ("a key's hash lengthens a later pair", lambda cls: _hostile_init(cls, lambda later: later.append("x"))),
-    ("a key's hash replaces a later pair's key", lambda cls: _hostile_init(cls, lambda later: later.insert(0, "z"))),
-    ("a key's hash replaces _metadata", lambda cls: _again_hashing(cls, _holding(OrderedDict()))),
-    ("a key's hash deletes _metadata", lambda cls: _again_hashing(cls, lambda m: vars(m).pop("_metadata", None))),
-    ("a key's hash rebinds add", _add_rebound_midway),
-    ("an instance's own add", _own_add),
-    ("from_tuple, a key's hash empties a later pair", lambda cls: _hostile_init(cls, list.clear, "from_tuple")),
-    ("from_tuple(())", lambda cls: cls.from_tuple(())),
-    ("from_tuple(pairs)", lambda cls: cls.from_tuple(PAIRS)),
-    ("from_tuple(entries)", lambda cls: cls.from_tuple(tuple(Entry(*pair) for pair in PAIRS))),
-    ("from_tuple(a list)", lambda cls: cls.from_tuple(list(PAIRS))),
-    ("from_tuple(an iterator)", lambda cls: cls.from_tuple(iter(PAIRS))),
-    ("from_tuple(None)", lambda cls: cls.from_tuple(None)),
-    ("from_tuple('ab')", lambda cls: cls.from_tuple("ab")),
-    ("from_tuple(5)", lambda cls: cls.from_tuple(5)),
-    ("from_tuple(a Metadata)", lambda cls: cls.from_tuple(cls(*PAIRS))),
-    ("a subclass's from_tuple", lambda cls: _subclass_adding_upper(cls).from_tuple(PAIRS)),
-    ("_create(None)", lambda cls: cls._create(None)),
-    ("_create(itself)", lambda cls: [(metadata := cls(*PAIRS)), cls._create(metadata) is metadata]),
-    ("_create(pairs)", lambda cls: cls._create(PAIRS)),
-    ("_create(())", lambda cls: cls._create(())),
-    ("_create(a list)", lambda cls: cls._create(list(PAIRS))),
-    ("_create(5)", lambda cls: cls._create(5)),
-    ("a subclass's _create(None)", lambda cls: _subclass_adding_upper(cls)._create(None)),
-    # Changing one.
-    ("add", lambda cls: _after(cls, lambda m: [m.add("a", "x"), m.add("new", b"y"), m.add(1, "z")])),
-    ("add, unhashable", lambda cls: _after(cls, lambda m: m.add([], "v"))),
-    ("add to values not a list", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x",)), m.add("t", "y")], ())),
-    ("add without _metadata", lambda cls: _after(cls, lambda m: [vars(m).pop("_metadata"), m.add("a", "v")], ())),
-    ("add to a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": ["1"]})(m), m.add("a", "v")], ())),
-    ("setitem", lambda cls: _after(cls, lambda m: [m.__setitem__("new", "v"), m.__setitem__("a", "v2")])),
-    ("setitem, keys not str", lambda cls: _after(cls, lambda m: [m.__setitem__(1, "x"), m.__setitem__(b"b", 1)], ())),
-    ("setitem, unhashable", lambda cls: _after(cls, lambda m: m.__setitem__([], "v"))),
-    ("setitem over values not a list",
-     lambda cls: _after(cls, lambda m: [m.set_all("t", "xyz"), m.__setitem__("t", "w")], ())),
-    # Reading one.
-    ("getitem", lambda cls: _after(cls, lambda m: [m["a"], m["b"]])),
-    ("getitem, missing", lambda cls: _after(cls, lambda m: m["missing"])),
-    ("getitem, empty values", lambda cls: _after(cls, lambda m: [m._metadata.__setitem__("e", []), m["e"]])),
-    ("getitem, values a tuple", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x", "y")), m["t"]])),
-    ("getitem, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m[1]])),
-    ("getitem, unhashable", lambda cls: _after(cls, lambda m: m[[]])),
-    ("getitem, a tuple key", lambda cls: _after(cls, lambda m: m[("t", 1)])),
-    ("get", lambda cls: _after(cls, lambda m: [m.get("a"), m.get("?"), m.get("?", "d"), m.get("?", default=1)])),
-    ("get, empty values", lambda cls: _after(cls, lambda m: [m._metadata.__setitem__("e", []), m.get("e", "d")])),
-    ("get, unhashable", lambda cls: _after(cls, lambda m: m.get([]))),
-    ("get_all", lambda cls: _after(cls, lambda m: [m.get_all("a"), m.get_all("a") is vars(m)["_metadata"]["a"]])),
-    ("get_all, missing", lambda cls: _after(cls, lambda m: [m.get_all("x"), m.get_all("x") is m.get_all("x")])),
-    ("get_all, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m.get_all(1), m.get_all([])])),
-    ("contains", lambda cls: _after(cls, lambda m: ["a" in m, "missing" in m, "" in m])),
-    ("contains, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), 1 in m, b"a" in m, None in m])),
-    ("contains, unhashable", lambda cls: _after(cls, lambda m: [] in m)),
-    ("contains, a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": 1})(m), "a" in m], ())),
-    ("len", lambda cls: _after(cls, len)),
-    ("len, empty", lambda cls: _after(cls, len, ())),
-    ("len, values a str", lambda cls: _after(cls, lambda m: [m.set_all("s", "abc"), len(m)])),
-    ("len, values without a length", lambda cls: _after(cls, lambda m: [m.set_all("s", 5), len(m)])),
-    ("len, a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": ["1", "2"]})(m), len(m)], ())),
-    ("len without _metadata", lambda cls: _after(cls, lambda m: [vars(m).pop("_metadata"), len(m)], ())),
-    # Iterating one, changing it on the way.
-    ("tuple()", lambda cls: tuple(cls(*PAIRS))),
-    ("tuple(), empty", lambda cls: tuple(cls())),
-    ("iteration, a value added to the current key", lambda cls: _iterate_changing(cls, lambda m: m.add("a", "late"))),
-    ("iteration, a key added", lambda cls: _iterate_changing(cls, lambda m: m.add("new", "x"))),
-    ("iteration, a key deleted", lambda cls: _iterate_changing(cls, lambda m: m.delete_all("b"))),
-    ("iteration, a value replaced", lambda cls: _iterate_changing(cls, lambda m: m.__setitem__("b", "B"))),
-    ("iteration, metadata replaced first", lambda cls: _iterate_changing(cls, _holding(OrderedDict(z=["1"])), True)),
-    ("iteration, a plain dict", lambda cls: _iterate_changing(cls, _holding({"z": ["1", "2"]}), True)),
-    ("iteration, values a tuple", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", ("x", "y")), True)),
-    ("iteration, values not iterable", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", 5), True)),
-    ("iteration, values emptied", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", []), True)),
-    ("iteration, without _metadata", lambda cls: _iterate_changing(cls, lambda m: delattr(m, "_metadata"), True)),
-    ("iteration, added to after its end", _added_to_after_its_end),
-    ("iteration, asked from within", _reentered),
-    # Comparing, printing, pickling, copying one.
-    ("equality",
-     lambda cls: [cls(*PAIRS) == cls(*PAIRS), cls(*PAIRS) == tuple(cls(*PAIRS)), cls(*PAIRS) == PAIRS, cls() == ()]),
-    ("repr", lambda cls: [repr(cls(*PAIRS)), repr(cls())]),
-    ("pickling", _pickled),
-    ("deepcopy", lambda cls: copy.deepcopy(cls(*PAIRS))),
-]  # fmt: skip
+def scenarios(Entry: Any, Hashing: Any, OwnIteration: Any) -> list[tuple[str, Callable[[Any], Any]]]:
+    """Each scenario, by its label, passing the classes made() made."""
+    return [
+        # Making one: grpc's own way (from_tuple, _create), and users' (Metadata(*pairs)).
+        ("Metadata()", lambda cls: cls()),
+        ("Metadata(*pairs)", lambda cls: cls(*PAIRS)),
+        ("Metadata(*namedtuple entries)", lambda cls: cls(*(Entry(*pair) for pair in PAIRS))),
+        ("Metadata(*lists)", lambda cls: cls(["a", "1"], ["b", "2"])),
+        ("Metadata(('k',))", lambda cls: cls(("k",))),
+        ("Metadata(('k', 'v', 'x'))", lambda cls: cls(("k", "v", "x"))),
+        ("Metadata(5)", lambda cls: cls(5)),
+        ("Metadata(([], 'v'))", lambda cls: cls(([], "v"))),
+        ("Metadata((1, 'v'))", lambda cls: cls((1, "v"), ("a", "b"))),
+        ("Metadata('kv')", lambda cls: cls("kv")),
+        ("a subclass's own add", lambda cls: _subclass_adding_upper(cls)(*PAIRS)),
+        ("Metadata(pairs, a short pair last)", lambda cls: cls(*PAIRS, ("k",))),
+        ("Metadata(pairs, a long list last)", lambda cls: cls(*PAIRS, ["k", "v", "x"])),
+        ("Metadata(a pair iterating its own way)", lambda cls: cls(OwnIteration(("k", "v")))),
+        ("Metadata(a list subclass pair)", lambda cls: cls(type("Pair", (list,), {})(["k", "v"]))),
+        ("a key's hash empties a later pair", lambda cls: _hostile_init(cls, Hashing, list.clear)),
+        ("a key's hash shortens a later pair",
+         lambda cls: _hostile_init(cls, Hashing, lambda later: later.__delitem__(slice(1, None)))),
+        ("a key's hash lengthens a later pair",
+         lambda cls: _hostile_init(cls, Hashing, lambda later: later.append("x"))),
+        ("a key's hash replaces a later pair's key",
+         lambda cls: _hostile_init(cls, Hashing, lambda later: later.insert(0, "z"))),
+        ("a key's hash replaces _metadata", lambda cls: _again_hashing(cls, Hashing, _holding(OrderedDict()))),
+        ("a key's hash deletes _metadata",
+         lambda cls: _again_hashing(cls, Hashing, lambda m: vars(m).pop("_metadata", None))),
+        ("a key's hash rebinds add", lambda cls: _add_rebound_midway(cls, Hashing)),
+        ("an instance's own add", _own_add),
+        ("from_tuple, a key's hash empties a later pair",
+         lambda cls: _hostile_init(cls, Hashing, list.clear, "from_tuple")),
+        ("from_tuple(())", lambda cls: cls.from_tuple(())),
+        ("from_tuple(pairs)", lambda cls: cls.from_tuple(PAIRS)),
+        ("from_tuple(entries)", lambda cls: cls.from_tuple(tuple(Entry(*pair) for pair in PAIRS))),
+        ("from_tuple(a list)", lambda cls: cls.from_tuple(list(PAIRS))),
+        ("from_tuple(an iterator)", lambda cls: cls.from_tuple(iter(PAIRS))),
+        ("from_tuple(None)", lambda cls: cls.from_tuple(None)),
+        ("from_tuple('ab')", lambda cls: cls.from_tuple("ab")),
+        ("from_tuple(5)", lambda cls: cls.from_tuple(5)),
+        ("from_tuple(a Metadata)", lambda cls: cls.from_tuple(cls(*PAIRS))),
+        ("a subclass's from_tuple", lambda cls: _subclass_adding_upper(cls).from_tuple(PAIRS)),
+        ("_create(None)", lambda cls: cls._create(None)),
+        ("_create(itself)", lambda cls: [(metadata := cls(*PAIRS)), cls._create(metadata) is metadata]),
+        ("_create(pairs)", lambda cls: cls._create(PAIRS)),
+        ("_create(())", lambda cls: cls._create(())),
+        ("_create(a list)", lambda cls: cls._create(list(PAIRS))),
+        ("_create(5)", lambda cls: cls._create(5)),
+        ("a subclass's _create(None)", lambda cls: _subclass_adding_upper(cls)._create(None)),
+        # Changing one.
+        ("add", lambda cls: _after(cls, lambda m: [m.add("a", "x"), m.add("new", b"y"), m.add(1, "z")])),
+        ("add, unhashable", lambda cls: _after(cls, lambda m: m.add([], "v"))),
+        ("add to values not a list", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x",)), m.add("t", "y")], ())),
+        ("add without _metadata", lambda cls: _after(cls, lambda m: [vars(m).pop("_metadata"), m.add("a", "v")], ())),
+        ("add to a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": ["1"]})(m), m.add("a", "v")], ())),
+        ("setitem", lambda cls: _after(cls, lambda m: [m.__setitem__("new", "v"), m.__setitem__("a", "v2")])),
+        ("setitem, keys not str",
+         lambda cls: _after(cls, lambda m: [m.__setitem__(1, "x"), m.__setitem__(b"b", 1)], ())),
+        ("setitem, unhashable", lambda cls: _after(cls, lambda m: m.__setitem__([], "v"))),
+        ("setitem over values not a list",
+         lambda cls: _after(cls, lambda m: [m.set_all("t", "xyz"), m.__setitem__("t", "w")], ())),
+        # Reading one.
+        ("getitem", lambda cls: _after(cls, lambda m: [m["a"], m["b"]])),
+        ("getitem, missing", lambda cls: _after(cls, lambda m: m["missing"])),
+        ("getitem, empty values", lambda cls: _after(cls, lambda m: [m._metadata.__setitem__("e", []), m["e"]])),
+        ("getitem, values a tuple", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x", "y")), m["t"]])),
+        ("getitem, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m[1]])),
+        ("getitem, unhashable", lambda cls: _after(cls, lambda m: m[[]])),
+        ("getitem, a tuple key", lambda cls: _after(cls, lambda m: m[("t", 1)])),
+        ("get", lambda cls: _after(cls, lambda m: [m.get("a"), m.get("?"), m.get("?", "d"), m.get("?", default=1)])),
+        ("get, empty values", lambda cls: _after(cls, lambda m: [m._metadata.__setitem__("e", []), m.get("e", "d")])),
+        ("get, unhashable", lambda cls: _after(cls, lambda m: m.get([]))),
+        ("get_all", lambda cls: _after(cls, lambda m: [m.get_all("a"), m.get_all("a") is vars(m)["_metadata"]["a"]])),
+        ("get_all, missing", lambda cls: _after(cls, lambda m: [m.get_all("x"), m.get_all("x") is m.get_all("x")])),
+        ("get_all, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m.get_all(1), m.get_all([])])),
+        ("contains", lambda cls: _after(cls, lambda m: ["a" in m, "missing" in m, "" in m])),
+        ("contains, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), 1 in m, b"a" in m, None in m])),
+        ("contains, unhashable", lambda cls: _after(cls, lambda m: [] in m)),
+        ("contains, a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": 1})(m), "a" in m], ())),
+        ("len", lambda cls: _after(cls, len)),
+        ("len, empty", lambda cls: _after(cls, len, ())),
+        ("len, values a str", lambda cls: _after(cls, lambda m: [m.set_all("s", "abc"), len(m)])),
+        ("len, values without a length", lambda cls: _after(cls, lambda m: [m.set_all("s", 5), len(m)])),
+        ("len, a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": ["1", "2"]})(m), len(m)], ())),
+        ("len without _metadata", lambda cls: _after(cls, lambda m: [vars(m).pop("_metadata"), len(m)], ())),
+        # Iterating one, changing it on the way.
+        ("tuple()", lambda cls: tuple(cls(*PAIRS))),
+        ("tuple(), empty", lambda cls: tuple(cls())),
+        ("iteration, a value added to the current key",
+         lambda cls: _iterate_changing(cls, lambda m: m.add("a", "late"))),
+        ("iteration, a key added", lambda cls: _iterate_changing(cls, lambda m: m.add("new", "x"))),
+        ("iteration, a key deleted", lambda cls: _iterate_changing(cls, lambda m: m.delete_all("b"))),
+        ("iteration, a value replaced", lambda cls: _iterate_changing(cls, lambda m: m.__setitem__("b", "B"))),
+        ("iteration, metadata replaced first",
+         lambda cls: _iterate_changing(cls, _holding(OrderedDict(z=["1"])), True)),
+        ("iteration, a plain dict", lambda cls: _iterate_changing(cls, _holding({"z": ["1", "2"]}), True)),
+        ("iteration, values a tuple", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", ("x", "y")), True)),
+        ("iteration, values not iterable", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", 5), True)),
+        ("iteration, values emptied", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", []), True)),
+        ("iteration, without _metadata", lambda cls: _iterate_changing(cls, lambda m: delattr(m, "_metadata"), True)),
+        ("iteration, added to after its end", _added_to_after_its_end),
+        ("iteration, asked from within", _reentered),
+        # Comparing, printing, pickling, copying one.
+        ("equality",
+         lambda cls: [cls(*PAIRS) == cls(*PAIRS), cls(*PAIRS) == tuple(cls(*PAIRS)), cls(*PAIRS) == PAIRS,
+                      cls() == ()]),
+        ("repr", lambda cls: [repr(cls(*PAIRS)), repr(cls())]),
+        ("pickling", _pickled),
+        ("deepcopy", lambda cls: copy.deepcopy(cls(*PAIRS))),
+    ]  # fmt: skip
 
 
-def init_metadata_arguments(metadata_class: Any) -> list[tuple[str, tuple[Any, Any]]]:
+def init_metadata_arguments(metadata_class: Any, Entry: Any, Hashing: Any) -> list[tuple[str, tuple[Any, Any]]]:
     """What the gate passes _init_metadata(metadata, compression): every kind of metadata a call is given."""
     compression = sys.modules["grpc"].Compression  # imported with grpc.aio, whose Metadata this is
     return [
