@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import signal
+import subprocess
 import sys
 import textwrap
 
@@ -287,6 +288,32 @@ def test_nothing_compared_is_said_with_a_status_of_its_own_and_the_output_kept(f
         assert quoted is None or any(quoted in line for line in lines[1:-1]), (args, lines)
     stock_only = compare("nope.py", cwd=folder)
     assert " run: " in stock_only.stderr and "patched run" not in stock_only.stderr  # no second run of nothing
+
+
+def test_a_program_that_patches_grpc_itself_is_not_compared_as_if_its_first_run_were_stock(folder):
+    write(folder, "conftest.py", "import fastcommon\nfastcommon.patch()  # adopted the documented way\n")
+    write(folder, "test_adopted.py", "import fastcommon\n\ndef test_stock():\n    assert not fastcommon.is_patched()\n")
+    result = compare(*PYTEST, "test_adopted.py", cwd=folder)
+    assert (result.returncode, result.stdout.splitlines()[0]) == (8, "fastcommon compare: nothing compared: grpc was "
+        "patched when the stock run's tests ended: the program calls fastcommon.patch() itself (stock run, exit "
+        "status 1)"), result.stderr  # fmt: skip
+
+
+@POSIX
+def test_a_closed_stderr_neither_ends_compare_nor_leaves_its_run(folder):
+    """compare ... 2>&1 | head -1: once head has gone, compare's progress lines have nowhere to go; it goes on."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        command, environ = helpers._child(
+            ["-m", "fastcommon", "compare", "-c", "import grpc"], {"TMPDIR": str(folder / "tmp")}
+        )
+        result = subprocess.run(command, cwd=folder, env=environ, stdout=subprocess.PIPE, stderr=writer, text=True,
+                                timeout=300)  # fmt: skip
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stdout) == (0, "fastcommon compare: the same, stock and patched: exit status 0\n")
+    assert compares_folders(folder) == []
 
 
 def test_a_crash_names_the_test_it_ended_in_and_what_never_ran(folder):

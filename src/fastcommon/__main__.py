@@ -39,7 +39,8 @@ that a flaky test is told apart. Progress goes to stderr, the verdict to stdout.
 
 Exit status: 0 the same; 1 something differs; 2 a usage error; nothing compared: 3 the program could
 not start, 4 its pytest or unittest refused its arguments, 5 it ran no test, 6 no process of the
-patched run imported grpc, 7 both runs ended early, in the same test; 124 a run took longer than
+patched run imported grpc, 7 both runs ended early, in the same test, 8 grpc was patched at the end
+of the stock run (the program's own fastcommon.patch()); 124 a run took longer than
 --timeout; 129, 130, 143 stopped by SIGHUP, SIGINT, SIGTERM (each run's processes are stopped too).
 
 examples:

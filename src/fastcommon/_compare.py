@@ -21,7 +21,7 @@ from . import _environment, _launcher, _recording, _report
 
 # compare's exit status for each verdict (docs/adoption.md); stopped by a signal: 128 + its number, as a shell says
 STATUSES = {"same": 0, "different": 1, "not started": 3, "refused": 4, "no tests": 5, "not patched": 6,
-            "incomplete": 7, "timed out": 124}  # fmt: skip
+            "incomplete": 7, "stock patched": 8, "timed out": 124}  # fmt: skip
 REFUSING = {"pytest": 4, "unittest": 2}  # each runner's exit status when it refuses its arguments
 COUNTED = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")  # pytest's order in its summary line
 PYTEST_TIMING = r" in [\d.]+s( \(\d+:\d\d:\d\d\))?"  # left out of --stdout's comparison where pytest ran
@@ -58,10 +58,12 @@ class Run:
     reruns: Counter[str] = dataclasses.field(default_factory=Counter)
     running: str | None = None  # the test that had started, and not ended, when the process ended
     patched: int | None = None  # the most names a process of it patched; None: no process patched grpc
+    patched_at_end: bool = False  # fastcommon had grpc patched when the test runner ended (the program's patch())
 
     def read(self) -> "Run":
         """Read what the run recorded so far (a line still being written has no end yet)."""
         self.runner = self.collected = self.running = self.patched = None
+        self.patched_at_end = False
         self.reruns = Counter()
         try:
             with open(self.prefix + ".records", "rb") as file:
@@ -75,6 +77,7 @@ class Run:
             self.collected = record.get("collected", self.collected)
             self.running = record.get("started", self.running)
             finished = finished or "finished" in record
+            self.patched_at_end = self.patched_at_end or record.get("patched_at_end", False)
             if "patched" in record:
                 self.patched = max(self.patched or 0, record["patched"])
             if "test" in record:
@@ -129,6 +132,9 @@ def compare(program: list[str], options: Any) -> int:
         else:
             during = f" during the {stop.run}{running}" if stop.run else ""
             verdict = Verdict(stop.kind, f"stopped by {stop.kind}{during}; nothing compared")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -195,6 +201,10 @@ def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
     if len(runs) == 2 and all(run.runner and not run.outcomes for run in runs):
         statuses = ", ".join(f"{run.name} {status_text(run.status)}" for run in runs)
         return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail, folder)
+    stock = next((run for run in runs if run.name == "stock run"), None)
+    if stock and stock.patched_at_end:  # the program's own fastcommon.patch(), left in place: it never ran stock
+        what = "grpc was patched when the stock run's tests ended: the program calls fastcommon.patch() itself"
+        return Verdict("stock patched", f"nothing compared: {what} ({said})", tail, folder)
     patched = next((run for run in runs if run.name == "patched run"), None)
     if patched and not patched.patched:
         imported = "imported grpc, but fastcommon patched nothing (see python -m fastcommon check)"
@@ -300,6 +310,9 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, onl
         stop.run, stop.running = run.name, run.read().running
         end(process, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL))  # pytest tears its fixtures down on SIGINT
         raise
+    except BaseException:  # compare itself failed: the run must not outlive it
+        end(process, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL))
+        raise
     end(process, (signal.SIGTERM, signal.SIGKILL))  # whatever the program left running in its group
     run.status, run.seconds = status, time.monotonic() - started
     progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(status)}")
@@ -327,8 +340,11 @@ def end(process: subprocess.Popen[bytes], signals: tuple[signal.Signals, ...]) -
 
 
 def progress(text: str) -> None:
-    """A line of compare's on stderr, shortened."""
-    print(shortened(f"fastcommon compare: {text}"), file=sys.stderr, flush=True)
+    """A line of compare's on stderr, shortened; none where stderr has gone (a closed pipe): the runs go on."""
+    try:
+        print(shortened(f"fastcommon compare: {text}"), file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def counts(outcomes: dict[str, str]) -> str:

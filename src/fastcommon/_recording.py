@@ -70,6 +70,12 @@ def pytest_configure(config: Any) -> None:
         config.pluginmanager.register(_PytestRecorder(config, _run), "fastcommon-compare-recorder")
 
 
+def patched_now() -> bool:
+    """Whether fastcommon, if this process imported it, has grpc patched."""
+    fastcommon = sys.modules.get("fastcommon")
+    return bool(fastcommon is not None and fastcommon.is_patched())
+
+
 def plugins_with_this(given: str | None) -> str:
     """PYTEST_PLUGINS with this module added to what the program was given (pytest refuses an empty entry)."""
     return f"{given},{__name__}" if given else __name__
@@ -100,7 +106,7 @@ class _PytestRecorder:
             self.run.record(test=report.nodeid, outcome="error" if report.failed else "skipped")
 
     def pytest_sessionfinish(self, exitstatus: int) -> None:
-        self.run.record(finished=int(exitstatus))
+        self.run.record(finished=int(exitstatus), patched_at_end=patched_now())
 
 
 # Each of unittest's TestResult.add* methods, and the outcome it records, in unittest's words.
@@ -152,7 +158,7 @@ def unittest_main() -> None:
     try:
         Program(module=None, testRunner=Runner)
     except SystemExit as end:
-        run.record(finished=end.code if isinstance(end.code, int) else 1)
+        run.record(finished=end.code if isinstance(end.code, int) else 1, patched_at_end=patched_now())
         raise
 
 
