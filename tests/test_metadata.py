@@ -229,6 +229,8 @@ def test_a_replaced_method_answers_for_itself_as_grpcs_own(name):
             function.__annotations__, typing.get_type_hints(function), str(inspect.signature(found)),
             pickle.loads(pickle.dumps(found)) == found, inspect.isfunction(function), inspect.getdoc(found),
             inspect.ismethoddescriptor(function), hasattr(function, "__annotate__"), repr(function).split(" at ")[0],
+            function.__get__(None, object) is function, function.__get__(1).__func__ is function,
+            function.__call__.__self__ is function,  # bound by hand, as decorators do: itself
         ]  # fmt: skip
 
     assert_like_stock(scenario, name)

@@ -36,6 +36,10 @@ fastcommon_function_getattro(PyObject *self, PyObject *name)
     if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__class__") == 0) {
         return Py_NewRef((PyObject *)&PyFunction_Type);
     }
+    if (PyUnicode_Check(name) && (PyUnicode_CompareWithASCIIString(name, "__get__") == 0
+                                  || PyUnicode_CompareWithASCIIString(name, "__call__") == 0)) {
+        return PyObject_GenericGetAttr(self, name); /* its own: what binds by hand binds the stand-in */
+    }
 #if PY_VERSION_HEX < 0x030E0000 /* Cython's function answers None; a function before 3.14 has none */
     if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__annotate__") == 0) {
         return PyErr_Format(PyExc_AttributeError, "'function' object has no attribute '__annotate__'");
