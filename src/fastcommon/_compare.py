@@ -306,12 +306,10 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, onl
                 if options.timeout is not None and time.monotonic() >= started + options.timeout:
                     raise Stopped("timed out") from None
                 progress(f"{run.name}: {time.monotonic() - started:.0f} s, {len(run.read().outcomes):,} tests")
-    except Stopped as stop:
-        stop.run, stop.running = run.name, run.read().running
+    except BaseException as failure:  # stopped, or compare itself failed: the run must not outlive it
+        if isinstance(failure, Stopped):
+            failure.run, failure.running = run.name, run.read().running
         end(process, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL))  # pytest tears its fixtures down on SIGINT
-        raise
-    except BaseException:  # compare itself failed: the run must not outlive it
-        end(process, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL))
         raise
     end(process, (signal.SIGTERM, signal.SIGKILL))  # whatever the program left running in its group
     run.status, run.seconds = status, time.monotonic() - started
