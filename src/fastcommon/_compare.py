@@ -2,6 +2,7 @@
 recorded (_recording.py); the tests that differ run again, alone, to tell flaky from different; and the verdict, a
 value whose text is written in one place (Verdict.lines), read by the command line, --json and the tests."""
 
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, ClassVar
 
 from . import _environment, _launcher, _recording, _report
@@ -62,24 +64,16 @@ class Run:
 
     def read(self) -> "Run":
         """Read what the run recorded so far (a line still being written has no end yet)."""
-        self.runner = self.collected = self.running = self.patched = None
-        self.patched_at_end = False
-        self.reruns = Counter()
-        try:
-            with open(self.prefix + ".records", "rb") as file:
-                records = [json.loads(line) for line in file.read().split(b"\n")[:-1]]
-        except FileNotFoundError:
-            records = []
+        path = Path(self.prefix + ".records")
+        records = [json.loads(line) for line in path.read_bytes().split(b"\n")[:-1]] if path.exists() else []
+        last = {key: value for record in records for key, value in record.items()}  # each fact as last recorded
+        self.runner, self.collected = last.get("runner"), last.get("collected")
+        self.patched = max((record["patched"] for record in records if "patched" in record), default=None)
+        self.patched_at_end = any(record.get("patched_at_end") for record in records)
+        self.running, self.reruns = None, Counter()
         categories: dict[str, list[str]] = {}
-        finished = False
         for record in records:
-            self.runner = record.get("runner", self.runner)
-            self.collected = record.get("collected", self.collected)
             self.running = record.get("started", self.running)
-            finished = finished or "finished" in record
-            self.patched_at_end = self.patched_at_end or record.get("patched_at_end", False)
-            if "patched" in record:
-                self.patched = max(self.patched or 0, record["patched"])
             if "test" in record:
                 self.running = None if record["test"] == self.running else self.running
                 if record["outcome"] == "rerun":  # pytest-rerunfailures: what counts is how the test ended
@@ -87,15 +81,14 @@ class Run:
                 else:
                     categories.setdefault(record["test"], []).append(record["outcome"])
         self.outcomes = {test: "+".join(each) for test, each in categories.items()}
-        self.running = None if finished else self.running
+        self.running = None if "finished" in last else self.running
         if self.running:
             self.outcomes[self.running] = f"process ended: exit status {status_text(self.status)}"
         return self
 
     def tail(self) -> list[str]:
         """The last lines of its stderr."""
-        with open(self.prefix + ".stderr", "rb") as file:
-            return file.read().decode(errors="backslashreplace").strip().splitlines()[-TAIL:]
+        return Path(self.prefix + ".stderr").read_bytes().decode(errors="backslashreplace").strip().splitlines()[-TAIL:]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,12 +185,10 @@ def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
     said = f"{last.name}, exit status {status_text(last.status)}"
     tail = tuple(f"  {line}" for line in last.tail())
     # python's own refusal, in a line: no such file, no such module
-    unstarted = (
-        not last.runner and last.status in (1, 2) and len(tail) == 1 and tail[0].startswith(f"  {sys.executable}:")
-    )
-    if unstarted or (last.runner and last.status == REFUSING[last.runner] and not last.outcomes):
-        what = "the program could not start" if unstarted else f"{last.runner} refused its arguments"
-        return Verdict("not started" if unstarted else "refused", f"nothing compared: {what} ({said})", tail, folder)
+    if not last.runner and last.status in (1, 2) and len(tail) == 1 and tail[0].startswith(f"  {sys.executable}:"):
+        return Verdict("not started", f"nothing compared: the program could not start ({said})", tail, folder)
+    if last.runner and last.status == REFUSING[last.runner] and not last.outcomes:
+        return Verdict("refused", f"nothing compared: {last.runner} refused its arguments ({said})", tail, folder)
     if len(runs) == 2 and all(run.runner and not run.outcomes for run in runs):
         statuses = ", ".join(f"{run.name} {status_text(run.status)}" for run in runs)
         return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail, folder)
@@ -242,13 +233,11 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, tuple[list[str], li
         if getattr(options, output) and (shown := output_difference(output, stock, patched, ignored)):
             differences.append(f"the {name}")
             details += shown
-    for ended in (stock, patched):
-        if ended.running:
-            never = len(ended.collected or ()) - len(ended.outcomes)
-            never_ran = f"; {plural(never, 'test')} after it never ran" if never > 0 else ""
-            details.append(
-                f"the {ended.name} ended during {ended.running}, exit status {status_text(ended.status)}{never_ran}"
-            )
+    ended = [run for run in (stock, patched) if run.running]  # early, during a test
+    for run in ended:
+        never = len(run.collected or ()) - len(run.outcomes)
+        never_ran = f"; {plural(never, 'test')} after it never ran" if never > 0 else ""
+        details.append(f"the {run.name} ended during {run.running}, exit status {status_text(run.status)}{never_ran}")
     if reran := [f"{run.name} {plural(sum(run.reruns.values()), 'rerun')}" for run in (stock, patched) if run.reruns]:
         details.append(f"reran by the program (each test's last outcome is compared): {', '.join(reran)}")
     tests = {test: {"stock": before, "patched": after} for test, (before, after) in outcomes.items()}
@@ -257,7 +246,7 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, tuple[list[str], li
         return Verdict("different", f"stock and patched differ in {listed}", tuple(details), folder, tests)
     said = f"exit status {status_text(stock.status)}"
     said += "".join(f", the same {name}" for output, name in OUTPUTS.items() if getattr(options, output))
-    if stock.running or patched.running:
+    if ended:
         headline = f"the same as far as both ran, but both ended early ({said})"
         return Verdict("incomplete", headline, tuple(details), folder, tests)
     if stock.runner is None:
@@ -281,8 +270,7 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, onl
     environ |= {_environment.COMPARE_PYTEST_PLUGINS: given} if given is not None else {}
     environ |= {_environment.COMPARE_PATCHED: run.prefix + ".records"} if patched else {}
     if only is not None:
-        with open(run.prefix + ".only", "w", encoding="utf-8") as file:
-            file.write("".join(f"{test}\n" for test in only))
+        Path(run.prefix + ".only").write_text("".join(f"{test}\n" for test in only), encoding="utf-8")
     _, pythons, module = _launcher.split_program(program)
     recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
     alone = f" (only the {len(only):,} tests that differ)" if only is not None else ""
@@ -321,16 +309,14 @@ def end(process: subprocess.Popen[bytes], signals: tuple[signal.Signals, ...]) -
     """End the process group the run started, each signal given GRACE seconds; signals to compare wait meanwhile."""
     handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPPING}
     try:
-        for signum in signals:
-            deadline = time.monotonic() + GRACE
-            try:
+        with contextlib.suppress(ProcessLookupError):  # raised once no process of the group is left
+            for signum in signals:
+                deadline = time.monotonic() + GRACE
                 os.killpg(process.pid, signum)
                 while time.monotonic() < deadline:
                     process.poll()  # the group's leader, reaped: it counts no more
                     os.killpg(process.pid, 0)
                     time.sleep(0.02)
-            except ProcessLookupError:  # no process of the group is left
-                return
     finally:
         process.wait()
         for signum, handler in handlers.items():
@@ -339,10 +325,8 @@ def end(process: subprocess.Popen[bytes], signals: tuple[signal.Signals, ...]) -
 
 def progress(text: str) -> None:
     """A line of compare's on stderr, shortened; none where stderr has gone (a closed pipe): the runs go on."""
-    try:
+    with contextlib.suppress(OSError):
         print(shortened(f"fastcommon compare: {text}"), file=sys.stderr, flush=True)
-    except OSError:
-        pass
 
 
 def counts(outcomes: dict[str, str]) -> str:
@@ -368,8 +352,7 @@ def output_difference(output: str, stock: Run, patched: Run, ignored: list[str])
     difference shows; nothing where they are the same."""
     lines = []
     for each in (stock, patched):
-        with open(f"{each.prefix}.{output}", "rb") as file:
-            text = file.read().decode("utf-8", "surrogateescape")
+        text = Path(f"{each.prefix}.{output}").read_bytes().decode("utf-8", "surrogateescape")
         for pattern in ignored:
             text = re.sub(pattern, "", text)
         lines.append(text.splitlines(keepends=True))
@@ -398,10 +381,8 @@ def shortened(text: str) -> str:
 
 def report_lines(path: str) -> list[str]:
     """What each patched process saved, as run --report prints it."""
-    summaries = []
-    if os.path.exists(path):  # the first process that reports makes it
-        with open(path) as file:
-            summaries = [json.loads(line) for line in file]
+    file = Path(path)  # the first process that reports makes it
+    summaries = [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
     if not summaries:
         return ["fastcommon compare --report: no patched process reported (none imported grpc)"]
     blocks = "".join(_report.text(summary) for summary in summaries)
