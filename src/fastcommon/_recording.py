@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import _environment
@@ -25,10 +26,8 @@ class Run:
 
     def __init__(self, runner: str) -> None:
         self.prefix = os.environ.pop(_environment.COMPARE_RUN, "")  # the processes this one starts record nothing
-        self.only = None
-        if self.prefix and os.path.exists(self.prefix + ".only"):
-            with open(self.prefix + ".only", encoding="utf-8") as file:
-                self.only = set(file.read().splitlines())
+        only = Path(self.prefix + ".only")
+        self.only = set(only.read_text("utf-8").splitlines()) if self.prefix and only.exists() else None
         self.record(runner=runner)
 
     def record(self, **record: Any) -> None:
@@ -118,7 +117,7 @@ def unittest_main() -> None:
     """`python -m unittest` as compare runs it: each test's outcome recorded, in unittest's words."""
     import unittest
 
-    run = Run("unittest")
+    recording = Run("unittest")
 
     def tests(suite: Any) -> list[Any]:
         return [test for each in suite for test in tests(each)] if isinstance(suite, unittest.TestSuite) else [suite]
@@ -126,19 +125,19 @@ def unittest_main() -> None:
     def recorded(add: str, outcome: str) -> Any:
         def add_and_record(self: Any, test: Any, *args: Any) -> None:
             getattr(unittest.TextTestResult, add)(self, test, *args)
-            run.record(test=test.id(), outcome=outcome)
+            recording.record(test=test.id(), outcome=outcome)
 
         return add_and_record
 
     class Result(unittest.TextTestResult):
         def startTest(self, test: Any) -> None:
-            run.record(started=test.id())
+            recording.record(started=test.id())
             super().startTest(test)
 
         def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
             super().addSubTest(test, subtest, err)
             failed = err is not None and issubclass(err[0], test.failureException)
-            run.record(test=subtest.id(), outcome="ok" if err is None else "FAIL" if failed else "ERROR")
+            recording.record(test=subtest.id(), outcome="ok" if err is None else "FAIL" if failed else "ERROR")
 
     for add, outcome in UNITTEST_OUTCOMES.items():
         setattr(Result, f"add{add}", recorded(f"add{add}", outcome))
@@ -146,19 +145,17 @@ def unittest_main() -> None:
     class Runner(unittest.TextTestRunner):
         resultclass = Result  # type: ignore[assignment]  # typeshed's Callable, a class in unittest
 
-    class Program(unittest.TestProgram):
-        def runTests(self) -> None:
-            suite: Any = getattr(self, "test")  # noqa: B009  # made by parseArgs; typeshed does not say
-            if run.only is not None:
-                self.test = suite = unittest.TestSuite(test for test in tests(suite) if test.id() in run.only)
-            run.record(collected=[test.id() for test in tests(suite)])
-            super().runTests()
+        def run(self, test: Any) -> Any:  # the suite unittest's command line made
+            if recording.only is not None:
+                test = unittest.TestSuite(each for each in tests(test) if each.id() in recording.only)
+            recording.record(collected=[each.id() for each in tests(test)])
+            return super().run(test)
 
     sys.argv[0] = "python -m unittest"  # as unittest's own __main__ says it in its usage
     try:
-        Program(module=None, testRunner=Runner)
+        unittest.main(module=None, testRunner=Runner)
     except SystemExit as end:
-        run.record(finished=end.code if isinstance(end.code, int) else 1, patched_at_end=patched_now())
+        recording.record(finished=end.code if isinstance(end.code, int) else 1, patched_at_end=patched_now())
         raise
 
 
