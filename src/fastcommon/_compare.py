@@ -133,10 +133,9 @@ def compare(program: list[str], options: Any) -> int:
             signal.signal(signum, handler)
     lines = verdict.lines() + (report_lines(os.path.join(folder, "report.jsonl")) if options.report else [])
     if options.json:
-        runs_ = [{"name": run.name, "status": run.status, "seconds": round(run.seconds, 3)} for run in runs]
-        with open(options.json, "w", encoding="utf-8") as file:
-            json.dump({"verdict": verdict.kind, "status": verdict.status, "lines": lines, "runs": runs_,
-                       "tests": verdict.tests}, file, indent=1)  # fmt: skip
+        ran = [{"name": run.name, "status": run.status, "seconds": round(run.seconds, 3)} for run in runs]
+        data = {"verdict": verdict.kind, "status": verdict.status, "lines": lines, "runs": ran, "tests": verdict.tests}
+        Path(options.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
     if not verdict.kept:
         shutil.rmtree(folder, ignore_errors=True)
     print(*lines, sep="\n", flush=True)
