@@ -84,15 +84,8 @@ def _reentered(cls: Any) -> Any:
     """Values whose iteration asks the very iterator for its next item: a generator refuses that."""
     metadata = cls(*PAIRS)
     iterator = iter(metadata)
-
-    class Reentrant:
-        def __iter__(self) -> Any:
-            return self
-
-        def __next__(self) -> Any:
-            return next(iterator)
-
-    metadata.set_all("b", Reentrant())
+    reentrant = type("Reentrant", (), {"__iter__": lambda self: self, "__next__": lambda self: next(iterator)})
+    metadata.set_all("b", reentrant())
     return steps(iterator)
 
 
@@ -130,11 +123,8 @@ def made() -> tuple[Any, Any, Any]:
 
         __eq__ = str.__eq__  # kept: a class that defines __hash__ alone would get the default __eq__
 
-    class OwnIteration(tuple):  # type: ignore[type-arg]  # unpacking it runs Python code
-        def __iter__(self) -> Any:
-            return reversed(tuple(tuple.__iter__(self)))
-
-    return namedtuple("Entry", ("key", "value")), Hashing, OwnIteration
+    own_iteration = type("OwnIteration", (tuple,), {"__iter__": lambda self: reversed(tuple(tuple.__iter__(self)))})
+    return namedtuple("Entry", ("key", "value")), Hashing, own_iteration  # unpacking an OwnIteration runs Python code
 
 
 def _with_hashing(hashing: Any, make: Callable[[Any], Any], action: Callable[[], Any]) -> Any:

@@ -30,8 +30,7 @@ def class_difference(cls: Any) -> str | None:
         (getattr(cls, "__init__", None) is tuple.__init__, "no __init__ of its own"),
         (
             isinstance(new, types.FunctionType)
-            and new.__code__.co_code == reference.co_code
-            and new.__code__.co_names == reference.co_names
+            and (new.__code__.co_code, new.__code__.co_names) == (reference.co_code, reference.co_names)
             and new.__defaults__ is None
             and new.__globals__.get("_tuple_new") is tuple.__new__,
             "namedtuple's own __new__",
