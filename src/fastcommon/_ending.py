@@ -29,8 +29,7 @@ def start(to_stderr: bool, full: bool, path: str | None) -> None:
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, on_sigterm)
-        relay = sigterm_relay()
-        if relay is not None:  # in front of CPython's handler, just set
+        if (relay := sigterm_relay()) is not None:  # in front of CPython's handler, just set
             relay.relay_sigterm(_pthread_kill_address())
         elif os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
             _implementation.warn(
@@ -56,8 +55,7 @@ def forked() -> None:
     """In a fork child: count from here on, and print this process's own block."""
     REPORT.count_from_here()
     print_from_multiprocessing_children(REPORT)
-    relay = sigterm_relay()
-    if relay is not None and signal.getsignal(signal.SIGTERM) == on_sigterm:
+    if (relay := sigterm_relay()) is not None and signal.getsignal(signal.SIGTERM) == on_sigterm:
         relay.relay_here()  # to this process's main thread: the one that forked
 
 

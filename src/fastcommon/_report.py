@@ -136,12 +136,10 @@ def text(summary: dict[str, Any], full: bool = False) -> str:
         return "\n".join([*lines, *(f"  {name:<{NAME_WIDTH}}  left to grpc" for name in left)]) + "\n"
     if left:
         head = _fitted(f"{head}: ", left)
-    if not called:
-        return f"{head}\n  calls: none\n{saved}\n"
-    if compiled:
+    if compiled and called:
         saved = _fitted(f"{saved} (per call: ", [f"{name} {per_call[name]}" for name in called], ")")
     rest = f" ({len(calls) - len(called)} of {len(calls)} not called)" if len(called) < len(calls) else ""
-    counts = _fitted("  calls: ", [f"{name} {calls[name]:,}" for name in called], rest)
+    counts = _fitted("  calls: ", [f"{name} {calls[name]:,}" for name in called], rest) if called else "  calls: none"
     return f"{head}\n{counts}\n{saved}\n"
 
 
