@@ -114,10 +114,8 @@ def text(summary: dict[str, Any], full: bool = False) -> str:
     compiled = summary["implementation"] == "cython"
     per_call = {name: f"{ns:.0f} ns" if ns else "within noise" for name, ns in summary["saved_ns_per_call"].items()}
     ended = ", ended by SIGTERM" if summary["ended_by"] == "SIGTERM" else ""
-    head = (
-        f"fastcommon --report, process {summary['pid']} (grpcio {summary['grpcio']}, "
-        f"{'compiled' if compiled else 'pure Python'}){ended}: {len(calls)} of {len(calls) + len(left)} names patched"
-    )
+    process = f"process {summary['pid']} (grpcio {summary['grpcio']}, {'compiled' if compiled else 'pure Python'})"
+    head = f"fastcommon --report, {process}{ended}: {len(calls)} of {len(calls) + len(left)} names patched"
     if left:
         head += f", {len(left)} left to grpc"
     if not compiled:

@@ -58,18 +58,9 @@ def _outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     try:  # observing too: whatever a changed class does, the gate answers and never raises
         entry = build(*args, **kwargs)
         given = (*args, *kwargs.values())
-        return (
-            "returned",
-            type(entry),
-            tuple(entry),
-            [item is argument for item, argument in zip(entry, given, strict=False)],
-            repr(entry),
-            hash(entry),
-            entry._asdict(),
-            entry._replace(value="replaced"),
-            gc.is_tracked(entry),
-            entry.__reduce_ex__(2)[1:],
-        )
+        made = (type(entry), tuple(entry), [item is argument for item, argument in zip(entry, given, strict=False)])
+        behaves = (repr(entry), hash(entry), entry._asdict(), entry._replace(value="replaced"), gc.is_tracked(entry))
+        return "returned", made, behaves, entry.__reduce_ex__(2)[1:]
     except Exception as exc:
         return ("raised", type(exc), str(exc))
 
