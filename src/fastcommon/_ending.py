@@ -25,12 +25,10 @@ def start(to_stderr: bool, full: bool, path: str | None) -> None:
         os.register_at_fork(after_in_child=forked)
     print_from_multiprocessing_children(REPORT)
     # SIGTERM only at its default (a program's own handler reports at exit), and only the main thread sets one
-    if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    may_set = sys.platform != "win32" and threading.current_thread() is threading.main_thread()
+    if may_set and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, on_sigterm)
-        relay = sigterm_relay()
-        if relay is not None:  # in front of CPython's handler, just set
+        if (relay := sigterm_relay()) is not None:  # in front of CPython's handler, just set
             relay.relay_sigterm(_pthread_kill_address())
         elif os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
             _implementation.warn(
@@ -56,16 +54,14 @@ def forked() -> None:
     """In a fork child: count from here on, and print this process's own block."""
     REPORT.count_from_here()
     print_from_multiprocessing_children(REPORT)
-    relay = sigterm_relay()
-    if relay is not None and signal.getsignal(signal.SIGTERM) == on_sigterm:
+    if (relay := sigterm_relay()) is not None and signal.getsignal(signal.SIGTERM) == on_sigterm:
         relay.relay_here()  # to this process's main thread: the one that forked
 
 
 def print_from_multiprocessing_children(report: Report) -> None:
     # multiprocessing's fork and forkserver children end in os._exit, past atexit; its own
     # finalizers still run. A child clears them when it starts, then runs its after-fork hooks.
-    util = sys.modules.get("multiprocessing.util")
-    if util is not None:
+    if (util := sys.modules.get("multiprocessing.util")) is not None:
         util.Finalize(None, report.print, exitpriority=0)
         util.register_after_fork(report, print_from_multiprocessing_children)
 

@@ -8,14 +8,13 @@ import warnings
 from typing import Any
 
 from . import _environment, common
-from ._registry import BY_NAME, CLASS, FUNCTION, METADATA_KINDS, Replaceable
+from ._registry import BY_NAME, CLASS, FUNCTION, METADATA_KINDS
 
 
 class FastcommonWarning(RuntimeWarning):
     """A compiled module that did not load, or a grpcio that fastcommon will not patch."""
 
-
-FastcommonWarning.__module__ = "fastcommon"  # where users import it from
+    __module__ = "fastcommon"  # where users import it from
 
 
 def warn(message: str, stacklevel: int) -> None:
@@ -50,8 +49,7 @@ def _why_absent(module: str) -> tuple[str, bool]:
     if (build_error := _read(os.path.join(package_dir, _environment.BUILD_ERROR_FILE))) is not None:
         return f"the extension failed to build at install: {build_error.strip()}", True
     prefix = module.rpartition(".")[2] + "."
-    builds = sorted(f for f in os.listdir(package_dir) if f.startswith(prefix) and f.endswith((".so", ".pyd")))
-    if builds:
+    if builds := sorted(f for f in os.listdir(package_dir) if f.startswith(prefix) and f.endswith((".so", ".pyd"))):
         return f"the extension was built for another Python ({', '.join(builds)})", True
     return "the extension is missing from the installation", True
 
@@ -94,15 +92,6 @@ def warn_if_unwanted_pure_python(stacklevel: int) -> None:
     if _unwanted:
         _unwanted = False
         warn(f"fastcommon is running pure Python: {PURE_PYTHON_REASON}", stacklevel + 1)
-
-
-def unavailable(replaceable: Replaceable) -> str | None:
-    """Why this implementation has no replacement for ``replaceable`` (grpc's own then stays, unwarned), or None."""
-    if replaceable.kind != FUNCTION and not compiled:
-        return "fastcommon runs pure Python here, which does it no faster than grpc"
-    if replaceable.kind == CLASS and "fast_entry" not in compiled:
-        return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
-    return None
 
 
 def metadata_methods(originals: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:

@@ -16,11 +16,8 @@ _lock = threading.Lock()
 
 def originals() -> dict[str, Any]:
     """grpc's original for every name: what grpc holds now, or what fastcommon's replacement stands in for."""
-    found = {}
-    for name in NAMES:
-        now, installed = _grpc.current(name), _installed.get(name)
-        found[name] = installed[0] if installed is not None and now is installed[1] else now
-    return found
+    now = {name: _grpc.current(name) for name in NAMES}
+    return now | {name: original for name, (original, mine) in list(_installed.items()) if now[name] is mine}
 
 
 def verdicts() -> dict[str, Verdict]:
@@ -56,13 +53,11 @@ def unpatch() -> tuple[str, ...]:
     """Put grpc's originals back where fastcommon's still are; return the names restored. Another library's later
     replacement stays, and grpc's original under it is kept for an unpatch() once fastcommon's is back: never lost."""
     with _lock:
-        restored = []
-        for name, (original, replacement) in list(_installed.items()):
-            if _grpc.current(name) is replacement:
-                setattr(*_grpc.owner(name), original)
-                del _installed[name]
-                restored.append(name)
-        return tuple(restored)
+        restored = tuple(name for name, (_, mine) in _installed.items() if _grpc.current(name) is mine)
+        for name in restored:
+            setattr(*_grpc.owner(name), _installed[name][0])
+            del _installed[name]
+        return restored
 
 
 def is_patched(name: str | None = None) -> bool:

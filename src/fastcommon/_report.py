@@ -114,10 +114,8 @@ def text(summary: dict[str, Any], full: bool = False) -> str:
     compiled = summary["implementation"] == "cython"
     per_call = {name: f"{ns:.0f} ns" if ns else "within noise" for name, ns in summary["saved_ns_per_call"].items()}
     ended = ", ended by SIGTERM" if summary["ended_by"] == "SIGTERM" else ""
-    head = (
-        f"fastcommon --report, process {summary['pid']} (grpcio {summary['grpcio']}, "
-        f"{'compiled' if compiled else 'pure Python'}){ended}: {len(calls)} of {len(calls) + len(left)} names patched"
-    )
+    process = f"process {summary['pid']} (grpcio {summary['grpcio']}, {'compiled' if compiled else 'pure Python'})"
+    head = f"fastcommon --report, {process}{ended}: {len(calls)} of {len(calls) + len(left)} names patched"
     if left:
         head += f", {len(left)} left to grpc"
     if not compiled:
@@ -136,12 +134,10 @@ def text(summary: dict[str, Any], full: bool = False) -> str:
         return "\n".join([*lines, *(f"  {name:<{NAME_WIDTH}}  left to grpc" for name in left)]) + "\n"
     if left:
         head = _fitted(f"{head}: ", left)
-    if not called:
-        return f"{head}\n  calls: none\n{saved}\n"
-    if compiled:
+    if compiled and called:
         saved = _fitted(f"{saved} (per call: ", [f"{name} {per_call[name]}" for name in called], ")")
     rest = f" ({len(calls) - len(called)} of {len(calls)} not called)" if len(called) < len(calls) else ""
-    counts = _fitted("  calls: ", [f"{name} {calls[name]:,}" for name in called], rest)
+    counts = _fitted("  calls: ", [f"{name} {calls[name]:,}" for name in called], rest) if called else "  calls: none"
     return f"{head}\n{counts}\n{saved}\n"
 
 

@@ -29,8 +29,11 @@ def assess(originals: dict[str, Any]) -> dict[str, Verdict]:
 
 def unavailable(replaceable: Replaceable, original: Any) -> str | None:
     """Why fastcommon has nothing to put in place of grpc's ``original`` here (pure Python, abi3, grpc has none)."""
-    why = _implementation.unavailable(replaceable)
-    return f"grpcio {_grpc.version()} has no {replaceable.name} of its own" if not why and original is None else why
+    if replaceable.kind != FUNCTION and not _implementation.compiled:
+        return "fastcommon runs pure Python here, which does it no faster than grpc"
+    if replaceable.kind == CLASS and "fast_entry" not in _implementation.compiled:
+        return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
+    return f"grpcio {_grpc.version()} has no {replaceable.name} of its own" if original is None else None
 
 
 def _judge(replaceable: Replaceable, original: Any) -> Verdict:

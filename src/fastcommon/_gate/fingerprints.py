@@ -47,8 +47,7 @@ def fingerprint_of(function: Any) -> str | None:
     found, pending = [], [function]
     while pending:
         current = pending.pop()
-        text = source(current)
-        if text is None:
+        if (text := source(current)) is None:
             return None
         if text in found:
             continue

@@ -19,23 +19,16 @@ Sequence = (tuple, list, str, bytes, bytearray, range, memoryview, collections.d
 
 def class_difference() -> str | None:
     """How grpc.aio's Metadata class, and the globals its methods read, differ from what fastcommon's are made for."""
-    cls = _grpc.metadata_class()
-    ordered_dict = vars(_grpc.modules()[of_kind(METHOD)[0].home]).get("OrderedDict")
-    channel_metadata = vars(_grpc.modules()[of_kind(STATICMETHOD)[0].home]).get("Metadata")
+    cls, modules = _grpc.metadata_class(), _grpc.modules()
     usual = isinstance(cls, type)
+    objects_access = usual and cls.__getattribute__ is object.__getattribute__ and cls.__setattr__ is object.__setattr__
     checks = [
         (usual and type(cls).__call__ is type.__call__, "a class that is called as type calls one"),
         (usual and cls.__new__ is object.__new__, "object's __new__"),
-        (
-            usual
-            and cls.__getattribute__ is object.__getattribute__
-            and cls.__setattr__ is object.__setattr__
-            and not hasattr(cls, "__getattr__"),
-            "object's attribute access",
-        ),
+        (objects_access and not hasattr(cls, "__getattr__"), "object's attribute access"),
         (not hasattr(cls, "_metadata"), "instances that hold their own _metadata"),
-        (ordered_dict is collections.OrderedDict, "an OrderedDict"),
-        (channel_metadata is cls, "grpc.aio._channel's Metadata"),
+        (vars(modules[of_kind(METHOD)[0].home]).get("OrderedDict") is collections.OrderedDict, "an OrderedDict"),
+        (vars(modules[of_kind(STATICMETHOD)[0].home]).get("Metadata") is cls, "grpc.aio._channel's Metadata"),
     ]
     lacks = ", ".join(what for holds, what in checks if not holds)
     return f"its Metadata class is not the one fastcommon's suite ran against (it lacks: {lacks})" if lacks else None

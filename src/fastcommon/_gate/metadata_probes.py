@@ -84,15 +84,8 @@ def _reentered(cls: Any) -> Any:
     """Values whose iteration asks the very iterator for its next item: a generator refuses that."""
     metadata = cls(*PAIRS)
     iterator = iter(metadata)
-
-    class Reentrant:
-        def __iter__(self) -> Any:
-            return self
-
-        def __next__(self) -> Any:
-            return next(iterator)
-
-    metadata.set_all("b", Reentrant())
+    reentrant = type("Reentrant", (), {"__iter__": lambda self: self, "__next__": lambda self: next(iterator)})
+    metadata.set_all("b", reentrant())
     return steps(iterator)
 
 
@@ -100,12 +93,13 @@ def _holding(held: Any) -> Callable[[Any], Any]:
     return lambda metadata: setattr(metadata, "_metadata", held)
 
 
-def _subclass_adding_upper(cls: Any) -> Any:
-    class Upper(cls):  # type: ignore[misc]
-        def add(self, key: Any, value: Any) -> None:
-            cls.add(self, key.upper() if isinstance(key, str) else key, value)
+def _adding_upper(add: Any) -> Callable[[Any, Any, Any], None]:
+    """An add that adds through ``add``, a str key in upper case."""
+    return lambda self, key, value: add(self, key.upper() if isinstance(key, str) else key, value)
 
-    return Upper
+
+def _subclass_adding_upper(cls: Any) -> Any:
+    return type("Upper", (cls,), {"add": _adding_upper(cls.add)})
 
 
 def made() -> tuple[Any, Any, Any]:
@@ -130,11 +124,8 @@ def made() -> tuple[Any, Any, Any]:
 
         __eq__ = str.__eq__  # kept: a class that defines __hash__ alone would get the default __eq__
 
-    class OwnIteration(tuple):  # type: ignore[type-arg]  # unpacking it runs Python code
-        def __iter__(self) -> Any:
-            return reversed(tuple(tuple.__iter__(self)))
-
-    return namedtuple("Entry", ("key", "value")), Hashing, OwnIteration
+    own_iteration = type("OwnIteration", (tuple,), {"__iter__": lambda self: reversed(tuple(tuple.__iter__(self)))})
+    return namedtuple("Entry", ("key", "value")), Hashing, own_iteration  # unpacking an OwnIteration runs Python code
 
 
 def _with_hashing(hashing: Any, make: Callable[[Any], Any], action: Callable[[], Any]) -> Any:
@@ -162,11 +153,7 @@ def _again_hashing(cls: Any, hashing: Any, action: Callable[[Any], Any]) -> Any:
 
 def _add_rebound_midway(cls: Any, hashing: Any) -> Any:
     """A key's hash that rebinds the class's add: grpc's __init__ looks add up again for the next pair."""
-    own_add = cls.add
-
-    def shouting(self: Any, key: Any, value: Any) -> None:
-        own_add(self, key.upper(), value)
-
+    own_add, shouting = cls.add, _adding_upper(cls.add)
     try:
         return _with_hashing(hashing, lambda key: cls((key, "1"), ("b", "2")), lambda: setattr(cls, "add", shouting))
     finally:

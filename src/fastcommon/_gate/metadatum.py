@@ -30,8 +30,7 @@ def class_difference(cls: Any) -> str | None:
         (getattr(cls, "__init__", None) is tuple.__init__, "no __init__ of its own"),
         (
             isinstance(new, types.FunctionType)
-            and new.__code__.co_code == reference.co_code
-            and new.__code__.co_names == reference.co_names
+            and (new.__code__.co_code, new.__code__.co_names) == (reference.co_code, reference.co_names)
             and new.__defaults__ is None
             and new.__globals__.get("_tuple_new") is tuple.__new__,
             "namedtuple's own __new__",
@@ -59,18 +58,9 @@ def _outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     try:  # observing too: whatever a changed class does, the gate answers and never raises
         entry = build(*args, **kwargs)
         given = (*args, *kwargs.values())
-        return (
-            "returned",
-            type(entry),
-            tuple(entry),
-            [item is argument for item, argument in zip(entry, given, strict=False)],
-            repr(entry),
-            hash(entry),
-            entry._asdict(),
-            entry._replace(value="replaced"),
-            gc.is_tracked(entry),
-            entry.__reduce_ex__(2)[1:],
-        )
+        made = (type(entry), tuple(entry), [item is argument for item, argument in zip(entry, given, strict=False)])
+        behaves = (repr(entry), hash(entry), entry._asdict(), entry._replace(value="replaced"), gc.is_tracked(entry))
+        return "returned", made, behaves, entry.__reduce_ex__(2)[1:]
     except Exception as exc:
         return ("raised", type(exc), str(exc))
 
