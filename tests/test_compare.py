@@ -293,10 +293,11 @@ def test_nothing_compared_is_said_with_a_status_of_its_own_and_the_output_kept(f
 def test_a_program_that_patches_grpc_itself_is_not_compared_as_if_its_first_run_were_stock(folder):
     write(folder, "conftest.py", "import fastcommon\nfastcommon.patch()  # adopted the documented way\n")
     write(folder, "test_adopted.py", "import fastcommon\n\ndef test_stock():\n    assert not fastcommon.is_patched()\n")
-    result = compare(*PYTEST, "test_adopted.py", cwd=folder)
-    assert (result.returncode, result.stdout.splitlines()[0]) == (8, "fastcommon compare: nothing compared: grpc was "
-        "patched when the stock run's tests ended: the program calls fastcommon.patch() itself (stock run, exit "
-        "status 1)"), result.stderr  # fmt: skip
+    for first in ([], ["--patched-first"]):  # the verdict quotes the stock run, whichever ran first
+        result = compare(*first, *PYTEST, "test_adopted.py", cwd=folder)
+        assert (result.returncode, result.stdout.splitlines()[0]) == (8, "fastcommon compare: nothing compared: grpc "
+            "was patched when the stock run's tests ended: the program calls fastcommon.patch() itself (stock run, "
+            "exit status 1)"), result.stderr  # fmt: skip
 
 
 @POSIX

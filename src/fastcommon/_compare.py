@@ -163,7 +163,7 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run]) -> Ver
         return verdict
     second = go(order[1])
     stock, patched = (second, first) if options.patched_first else (first, second)
-    if verdict := nothing_compared([stock, patched], folder):
+    if verdict := nothing_compared([first, second], folder):  # the second run last, whichever it is
         return verdict
     tests = sorted(stock.outcomes.keys() | patched.outcomes.keys())
     outcomes = {test: ([stock.outcomes.get(test, NOT_RUN)], [patched.outcomes.get(test, NOT_RUN)]) for test in tests}
@@ -178,8 +178,8 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run]) -> Ver
 
 
 def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
-    """The verdict where these runs leave nothing to compare: the program did not start, its test runner refused
-    its arguments or ran no test, or no process of the patched run patched grpc; else None."""
+    """The verdict where these runs (in the order they ran) leave nothing to compare: the program did not start, its
+    test runner refused its arguments or ran no test, or no process of the patched run patched grpc; else None."""
     last = runs[-1]
     said = f"{last.name}, exit status {status_text(last.status)}"
     tail = tuple(f"  {line}" for line in last.tail())
