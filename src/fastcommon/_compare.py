@@ -324,8 +324,11 @@ def end(process: subprocess.Popen[bytes], signals: tuple[signal.Signals, ...]) -
 
 def progress(text: str) -> None:
     """A line of compare's on stderr, shortened; none where stderr has gone (a closed pipe): the runs go on."""
-    with contextlib.suppress(OSError):
+    try:
         print(shortened(f"fastcommon compare: {text}"), file=sys.stderr, flush=True)
+    except OSError:  # what its buffer holds then goes nowhere, not into an error as Python exits (status 120)
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
 
 
 def counts(outcomes: dict[str, str]) -> str:
