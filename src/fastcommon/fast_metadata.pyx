@@ -292,8 +292,7 @@ cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ss
         @cython.binding(False)  # a builtin: what the iterator calls (iterator.h)
         def start(metadata):
             """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact
-            OrderedDict of exact str keys, for the iterator to walk; None when it is empty; else grpc's own generator
-            over it."""
+            OrderedDict of exact str keys, for the iterator to walk; None when empty; else grpc's own generator."""
             ordered = metadata._metadata
             if _plain_ordered_dict(ordered):
                 str_keys = _str_keys(ordered)
@@ -422,27 +421,18 @@ def metadata_methods(originals, cls, /, *, counters=None):
     if not isinstance(cls, type) or PyType_GetSlot(<PyTypeObject *>cls, Py_tp_new) != <void *>_object_new:
         raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}")
     counters = dict(counters or {})
-    functions, kinds = {}, {}
+    functions, replacements = {}, {}  # grpc's, by attribute; what replaces each, by its dotted name
     for name, original in dict(originals).items():
         attribute = name.rpartition(".")[2]
         if attribute not in _REPLACED:
             raise ValueError(f"fastcommon replaces no {name!r}")
-        kinds[attribute] = type(original) if isinstance(original, (classmethod, staticmethod)) else None
-        functions[attribute] = original.__func__ if kinds[attribute] is not None else original
-        if type(getattr(functions[attribute], "__globals__", None)) is not dict:
+        kind = type(original) if isinstance(original, (classmethod, staticmethod)) else None
+        function = functions[attribute] = original.__func__ if kind is not None else original
+        if type(getattr(function, "__globals__", None)) is not dict:
             raise TypeError(f"metadata_methods() needs grpc's {name} as its class holds it, not {original!r}")
         counters[attribute] = counters.get(name, -1)
         fastcommon_check_counter(counters[attribute], True)
-    methods.cls, methods.grpcs_getitem = cls, functions.get("__getitem__")
-    methods.init, methods.add = "__init__" in functions, "add" in functions
-    methods.from_tuple = "from_tuple" in functions
-    methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
-    methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
-    replacements = {}
-    for name in originals:
-        attribute = name.rpartition(".")[2]
-        function = functions[attribute]
-        replacement = _replacement(attribute, function, methods, counters[attribute])
+        replacement = _replacement(attribute, function, methods, counters[attribute])  # methods: filled in below
         # grpc's names, doc and annotations, and __wrapped__ (inspect.signature, typing.get_type_hints and pickle by
         # reference answer as for grpc's own)
         functools.update_wrapper(replacement, function)
@@ -450,7 +440,12 @@ def metadata_methods(originals, cls, /, *, counters=None):
         if not hasattr(function, "__annotate__"):  # set by Cython with __annotations__; grpc's have none before 3.14
             vars(replacement).pop("__annotate__", None)
         replacement = fastcommon_function_new(_Function, replacement)  # function.h: a function, as mock sees one
-        replacements[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
+        replacements[name] = replacement if kind is None else kind(replacement)
+    methods.cls, methods.grpcs_getitem = cls, functions.get("__getitem__")
+    methods.init, methods.add = "__init__" in functions, "add" in functions
+    methods.from_tuple = "from_tuple" in functions
+    methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
+    methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
     return replacements
 
 
