@@ -40,6 +40,25 @@
 #define FASTCOMMON_UNLOCK() }
 #endif
 
+/* The tp_dealloc of this package's classes, all tracked by the garbage collector and reached by weak references:
+   untracked, weak references cleared, then what it holds let go of (`clear`, or the one reference `held`), freed
+   (PyObject_GC_Del: a GC class's tp_free, none of them subclassable), and the class its instance holds dropped. */
+static inline void
+fastcommon_dealloc(PyObject *op, PyObject *weakrefs, inquiry clear, PyObject *held)
+{
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (weakrefs != NULL) {
+        PyObject_ClearWeakRefs(op);
+    }
+    if (clear != NULL) {
+        (void)clear(op);
+    }
+    Py_XDECREF(held);
+    PyObject_GC_Del(op);
+    Py_DECREF(type);
+}
+
 /* A new list holding `value` as `[]` does after `.append(value)`: room for four (3.10-3.15; a test compares). */
 static inline PyObject *
 fastcommon_list_of(PyObject *value)

@@ -22,10 +22,8 @@ cdef extern from "Python.h":
     enum: Py_tp_iter, Py_tp_new
     bint Py_EnterRecursiveCall(const char *) except True  # nonzero, not -1, on error (3.10, 3.11)
     void Py_LeaveRecursiveCall()
-
-cdef extern from "Python.h":  # on what PyDict_Next lends: no reference taken, none given back
-    bint _str_exact "PyUnicode_CheckExact"(PyObject *)
-    bint _list_exact "PyList_CheckExact"(PyObject *)
+    bint _str_exact "PyUnicode_CheckExact"(PyObject *)  # on what PyDict_Next lends: no reference taken, none given back
+    bint _list_exact "PyList_CheckExact"(PyObject *)  # the same
 
 cdef extern from "compat.h":
     object fastcommon_new_ordered_dict(object)
@@ -155,40 +153,6 @@ cdef object _construct(_Methods methods, tuple pairs):
     return self
 
 
-cdef object _make_init(object grpcs, _Methods methods, Py_ssize_t counter):
-    def __init__(*args, **kwargs):  # what type() calls with whatever Metadata(...) was given: grpc's words for errors
-        fastcommon_count(counter)
-        if kwargs or not args:
-            return grpcs(*args, **kwargs)
-        self, pairs = args[0], args[1:]
-        if type(self) is methods.cls and methods.add:
-            attributes = self.__dict__
-            if type(attributes) is dict and not attributes and _fill(self, pairs, methods):  # a fresh instance
-                return
-        _initialize(self, pairs)
-
-    return __init__
-
-
-cdef object _make_add(object grpcs, _Methods methods, Py_ssize_t counter):
-    def add(self, key, value):
-        fastcommon_count(counter)
-        self._metadata.setdefault(key, [])
-        self._metadata[key].append(value)
-
-    return add
-
-
-cdef object _make_from_tuple(object grpcs, _Methods methods, Py_ssize_t counter):
-    def from_tuple(cls, raw_metadata):
-        fastcommon_count(counter)
-        if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
-            return _construct(methods, raw_metadata if raw_metadata else ())  # cls(*raw_metadata), or cls()
-        return grpcs(cls, raw_metadata)
-
-    return from_tuple
-
-
 cdef bint _is_instance(_Methods methods, tuple metadata) except -1:
     """isinstance(metadata, methods.cls) for an exact tuple: asked again only when abc's cache token changes."""
     token = get_cache_token()
@@ -199,21 +163,6 @@ cdef bint _is_instance(_Methods methods, tuple metadata) except -1:
         with cython.critical_section(methods):
             methods.abc_token, methods.abc_answer = token, answer
     return answer
-
-
-cdef object _make_create(object grpcs, _Methods methods, Py_ssize_t counter):
-    def _create(cls, raw_metadata):
-        fastcommon_count(counter)
-        if cls is methods.cls:
-            if raw_metadata is None:
-                return _construct(methods, ())
-            if type(raw_metadata) is cls:
-                return raw_metadata
-            if type(raw_metadata) is tuple and not _is_instance(methods, raw_metadata):
-                return _construct(methods, raw_metadata)
-        return grpcs(cls, raw_metadata)
-
-    return _create
 
 
 @cython.final
@@ -277,51 +226,6 @@ MetadataIterator = fastcommon_iterator_type()  # iterator.h
 cdef object _Function = fastcommon_function_type()  # function.h: what stands in for each method, a function to mock
 
 
-cdef object _make_iter(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.binding(False)  # a builtin: what the iterator calls (iterator.h)
-    def start(metadata):
-        """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact OrderedDict of
-        exact str keys, for the iterator to walk; None when it is empty; else grpc's own generator over it."""
-        ordered = metadata._metadata
-        if _plain_ordered_dict(ordered):
-            str_keys = _str_keys(ordered)
-            if str_keys:
-                return ordered if str_keys > 0 else None
-        generator = grpcs(_read(ordered))
-        if not PyIter_Check(generator):  # grpc's gives a generator; anything else is refused as iter() refuses it
-            raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
-        return generator
-
-    @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
-    def __iter__(self):
-        fastcommon_count(counter)
-        return fastcommon_iterator_new(MetadataIterator, self, start)
-
-    return __iter__
-
-
-cdef object _make_len(object grpcs, _Methods methods, Py_ssize_t counter):
-    @cython.always_allow_keywords(True)
-    def __len__(self):
-        cdef Py_ssize_t total = 0, position = 0
-        cdef PyObject *key
-        cdef PyObject *values
-        fastcommon_count(counter)
-        metadata = self._metadata
-        if _plain_ordered_dict(metadata):  # exact str keys, exact lists:
-            with cython.critical_section(metadata):
-                while PyDict_Next(metadata, &position, &key, &values):
-                    if not (_str_exact(key) and _list_exact(values)):
-                        total = -1
-                        break
-                    total += fastcommon_list_size(values)
-            if total >= 0:
-                return total  # nothing to hash, nothing to call
-        return _deeper(grpcs, _read(metadata))
-
-    return __len__
-
-
 cdef object _getitem(object self, object key, _Methods methods):
     """grpc's __getitem__: self._metadata[key][0], and a KeyError for a missing first value."""
     cdef PyObject *found
@@ -340,112 +244,174 @@ cdef object _getitem(object self, object key, _Methods methods):
     return _deeper(methods.grpcs_getitem, _read(metadata), key)  # grpc's own, which turns its errors into KeyError
 
 
-cdef object _make_getitem(object grpcs, _Methods methods, Py_ssize_t counter):
-    def __getitem__(self, key):
-        fastcommon_count(counter)
-        return _getitem(self, key, methods)
+cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ssize_t counter):
+    """The function that replaces grpc's method ``grpcs``, named ``attribute`` in its class, for methods.cls: counting
+    its calls at ``counter`` first."""
+    if attribute == "__init__":
+        def __init__(*args, **kwargs):  # what type() calls with what Metadata(...) was given: grpc's words for errors
+            fastcommon_count(counter)
+            if kwargs or not args:
+                return grpcs(*args, **kwargs)
+            self, pairs = args[0], args[1:]
+            if type(self) is methods.cls and methods.add:
+                attributes = self.__dict__
+                if type(attributes) is dict and not attributes and _fill(self, pairs, methods):  # a fresh instance
+                    return
+            _initialize(self, pairs)
+        return __init__
 
-    return __getitem__
+    if attribute == "add":
+        def add(self, key, value):
+            fastcommon_count(counter)
+            self._metadata.setdefault(key, [])
+            self._metadata[key].append(value)
+        return add
 
+    if attribute == "from_tuple":
+        def from_tuple(cls, raw_metadata):
+            fastcommon_count(counter)
+            if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
+                return _construct(methods, raw_metadata if raw_metadata else ())  # cls(*raw_metadata), or cls()
+            return grpcs(cls, raw_metadata)
+        return from_tuple
 
-cdef object _make_get(object grpcs, _Methods methods, Py_ssize_t counter):
-    def get(self, key, default=None):
-        fastcommon_count(counter)
-        try:
-            if type(self) is methods.cls and methods.grpcs_getitem is not None:  # self[key] is the one made with it
-                fastcommon_count(methods.getitem_counter)
-                return _getitem(self, key, methods)
-            return self[key]
-        except KeyError:
-            return default
-
-    return get
-
-
-cdef object _make_get_all(object grpcs, _Methods methods, Py_ssize_t counter):
-    def get_all(self, key):
-        cdef PyObject *found
-        fastcommon_count(counter)
-        metadata = self._metadata
-        if not _plain_ordered_dict(metadata):
-            return _deeper(grpcs, _read(metadata), key)
-        if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
-            values = <object>found
-            Py_DECREF(values)
-            return values
-        return []
-
-    return get_all
-
-
-cdef object _make_contains(object grpcs, _Methods methods, Py_ssize_t counter):
-    def __contains__(self, key):
-        fastcommon_count(counter)
-        if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
-            return _deeper(grpcs, self, key)
-        metadata = self._metadata
-        if type(metadata) is not _OrderedDict:
-            return _deeper(grpcs, _read(metadata), key)
-        return key in metadata
-
-    return __contains__
-
-
-cdef object _make_setitem(object grpcs, _Methods methods, Py_ssize_t counter):
-    def __setitem__(self, key, value):  # [value] under a new key; else value in place of the first
-        fastcommon_count(counter)
-        if key not in self:
-            values = [value]
-        else:
-            current_values = self.get_all(key)
-            values = _first_replaced(value, current_values)
-        metadata = self._metadata
-        if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
-            _deeper(_assign, metadata, key, values)
-            return
-        with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
-            metadata[key] = values
-
-    return __setitem__
-
-
-cdef object _make_init_metadata(object grpcs, _Methods methods, Py_ssize_t counter):
-    def _init_metadata(metadata=None, compression=None):
-        fastcommon_count(counter)
-        cls = methods.cls  # grpc.aio._channel's Metadata, as judged
-        if compression is None:
-            if metadata is None:  # metadata or Metadata()
-                return _construct(methods, ())
-            if type(metadata) is cls:
-                return metadata if metadata else _construct(methods, ())
-            if type(metadata) is tuple:
-                if not metadata:
+    if attribute == "_create":
+        def _create(cls, raw_metadata):
+            fastcommon_count(counter)
+            if cls is methods.cls:
+                if raw_metadata is None:
                     return _construct(methods, ())
-                if not _is_instance(methods, metadata):  # and an exact tuple is a Sequence
-                    if not methods.from_tuple:
-                        return cls.from_tuple(metadata)
-                    fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
-                    return _construct(methods, metadata)
-        return grpcs(metadata, compression)
+                if type(raw_metadata) is cls:
+                    return raw_metadata
+                if type(raw_metadata) is tuple and not _is_instance(methods, raw_metadata):
+                    return _construct(methods, raw_metadata)
+            return grpcs(cls, raw_metadata)
+        return _create
 
-    return _init_metadata
+    if attribute == "__iter__":
+        @cython.binding(False)  # a builtin: what the iterator calls (iterator.h)
+        def start(metadata):
+            """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact
+            OrderedDict of exact str keys, for the iterator to walk; None when empty; else grpc's own generator."""
+            ordered = metadata._metadata
+            if _plain_ordered_dict(ordered):
+                str_keys = _str_keys(ordered)
+                if str_keys:
+                    return ordered if str_keys > 0 else None
+            generator = grpcs(_read(ordered))
+            if not PyIter_Check(generator):  # grpc's gives a generator; anything else is refused as iter() refuses it
+                raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
+            return generator
+
+        @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
+        def __iter__(self):
+            fastcommon_count(counter)
+            return fastcommon_iterator_new(MetadataIterator, self, start)
+        return __iter__
+
+    if attribute == "__len__":
+        @cython.always_allow_keywords(True)
+        def __len__(self):
+            cdef Py_ssize_t total = 0, position = 0
+            cdef PyObject *key
+            cdef PyObject *values
+            fastcommon_count(counter)
+            metadata = self._metadata
+            if _plain_ordered_dict(metadata):  # exact str keys, exact lists:
+                with cython.critical_section(metadata):
+                    while PyDict_Next(metadata, &position, &key, &values):
+                        if not (_str_exact(key) and _list_exact(values)):
+                            total = -1
+                            break
+                        total += fastcommon_list_size(values)
+                if total >= 0:
+                    return total  # nothing to hash, nothing to call
+            return _deeper(grpcs, _read(metadata))
+        return __len__
+
+    if attribute == "__getitem__":
+        def __getitem__(self, key):
+            fastcommon_count(counter)
+            return _getitem(self, key, methods)
+        return __getitem__
+
+    if attribute == "get":
+        def get(self, key, default=None):
+            fastcommon_count(counter)
+            try:
+                if type(self) is methods.cls and methods.grpcs_getitem is not None:  # self[key] is the one made with it
+                    fastcommon_count(methods.getitem_counter)
+                    return _getitem(self, key, methods)
+                return self[key]
+            except KeyError:
+                return default
+        return get
+
+    if attribute == "get_all":
+        def get_all(self, key):
+            cdef PyObject *found
+            fastcommon_count(counter)
+            metadata = self._metadata
+            if not _plain_ordered_dict(metadata):
+                return _deeper(grpcs, _read(metadata), key)
+            if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
+                values = <object>found
+                Py_DECREF(values)
+                return values
+            return []
+        return get_all
+
+    if attribute == "__contains__":
+        def __contains__(self, key):
+            fastcommon_count(counter)
+            if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
+                return _deeper(grpcs, self, key)
+            metadata = self._metadata
+            if type(metadata) is not _OrderedDict:
+                return _deeper(grpcs, _read(metadata), key)
+            return key in metadata
+        return __contains__
+
+    if attribute == "__setitem__":
+        def __setitem__(self, key, value):  # [value] under a new key; else value in place of the first
+            fastcommon_count(counter)
+            if key not in self:
+                values = [value]
+            else:
+                current_values = self.get_all(key)
+                values = _first_replaced(value, current_values)
+            metadata = self._metadata
+            if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
+                _deeper(_assign, metadata, key, values)
+                return
+            with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+                metadata[key] = values
+        return __setitem__
+
+    if attribute == "_init_metadata":
+        def _init_metadata(metadata=None, compression=None):
+            fastcommon_count(counter)
+            cls = methods.cls  # grpc.aio._channel's Metadata, as judged
+            if compression is None:
+                if metadata is None:  # metadata or Metadata()
+                    return _construct(methods, ())
+                if type(metadata) is cls:
+                    return metadata if metadata else _construct(methods, ())
+                if type(metadata) is tuple:
+                    if not metadata:
+                        return _construct(methods, ())
+                    if not _is_instance(methods, metadata):  # and an exact tuple is a Sequence
+                        if not methods.from_tuple:
+                            return cls.from_tuple(metadata)
+                        fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
+                        return _construct(methods, metadata)
+            return grpcs(metadata, compression)
+        return _init_metadata
 
 
-# What makes the replacement of each method, by its name in its class (the registry names what is replaced).
-_MAKERS = {
-    "__init__": _make_init,
-    "add": _make_add,
-    "from_tuple": _make_from_tuple,
-    "_create": _make_create,
-    "__len__": _make_len,
-    "__getitem__": _make_getitem,
-    "get": _make_get,
-    "get_all": _make_get_all,
-    "__contains__": _make_contains,
-    "__setitem__": _make_setitem,
-    "_init_metadata": _make_init_metadata,
-    "__iter__": _make_iter,
-}
+# What fastcommon replaces, by its name in its class (the registry names what is replaced): _replacement makes each.
+_REPLACED = ("__init__", "add", "from_tuple", "_create", "__iter__", "__len__", "__getitem__", "get", "get_all",
+             "__contains__", "__setitem__", "_init_metadata")
 
 
 def metadata_methods(originals, cls, /, *, counters=None):
@@ -455,27 +421,18 @@ def metadata_methods(originals, cls, /, *, counters=None):
     if not isinstance(cls, type) or PyType_GetSlot(<PyTypeObject *>cls, Py_tp_new) != <void *>_object_new:
         raise TypeError(f"metadata_methods() needs a class whose instances object.__new__ makes, not {cls!r}")
     counters = dict(counters or {})
-    functions, kinds = {}, {}
+    functions, replacements = {}, {}  # grpc's, by attribute; what replaces each, by its dotted name
     for name, original in dict(originals).items():
         attribute = name.rpartition(".")[2]
-        if attribute not in _MAKERS:
+        if attribute not in _REPLACED:
             raise ValueError(f"fastcommon replaces no {name!r}")
-        kinds[attribute] = type(original) if isinstance(original, (classmethod, staticmethod)) else None
-        functions[attribute] = original.__func__ if kinds[attribute] is not None else original
-        if type(getattr(functions[attribute], "__globals__", None)) is not dict:
+        kind = type(original) if isinstance(original, (classmethod, staticmethod)) else None
+        function = functions[attribute] = original.__func__ if kind is not None else original
+        if type(getattr(function, "__globals__", None)) is not dict:
             raise TypeError(f"metadata_methods() needs grpc's {name} as its class holds it, not {original!r}")
         counters[attribute] = counters.get(name, -1)
         fastcommon_check_counter(counters[attribute], True)
-    methods.cls, methods.grpcs_getitem = cls, functions.get("__getitem__")
-    methods.init, methods.add = "__init__" in functions, "add" in functions
-    methods.from_tuple = "from_tuple" in functions
-    methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
-    methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
-    replacements = {}
-    for name in originals:
-        attribute = name.rpartition(".")[2]
-        function = functions[attribute]
-        replacement = _MAKERS[attribute](function, methods, counters[attribute])
+        replacement = _replacement(attribute, function, methods, counters[attribute])  # methods: filled in below
         # grpc's names, doc and annotations, and __wrapped__ (inspect.signature, typing.get_type_hints and pickle by
         # reference answer as for grpc's own)
         functools.update_wrapper(replacement, function)
@@ -483,7 +440,12 @@ def metadata_methods(originals, cls, /, *, counters=None):
         if not hasattr(function, "__annotate__"):  # set by Cython with __annotations__; grpc's have none before 3.14
             vars(replacement).pop("__annotate__", None)
         replacement = fastcommon_function_new(_Function, replacement)  # function.h: a function, as mock sees one
-        replacements[name] = replacement if kinds[attribute] is None else kinds[attribute](replacement)
+        replacements[name] = replacement if kind is None else kind(replacement)
+    methods.cls, methods.grpcs_getitem = cls, functions.get("__getitem__")
+    methods.init, methods.add = "__init__" in functions, "add" in functions
+    methods.from_tuple = "from_tuple" in functions
+    methods.init_counter, methods.add_counter = counters.get("__init__", -1), counters.get("add", -1)
+    methods.from_tuple_counter, methods.getitem_counter = counters.get("from_tuple", -1), counters.get("__getitem__", -1)
     return replacements
 
 

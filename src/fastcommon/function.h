@@ -7,6 +7,8 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "compat.h"
+
 #if defined(Py_LIMITED_API)
 static PyObject *fastcommon_function_type(void) { Py_RETURN_NONE; }
 static PyObject *fastcommon_function_new(PyObject *type, PyObject *function) { return (void)type, Py_NewRef(function); }
@@ -64,18 +66,8 @@ static int fastcommon_function_traverse(PyObject *self, visitproc visit, void *a
 { Py_VISIT(Py_TYPE(self)); Py_VISIT(FASTCOMMON_FUNCTION(self)); return 0; }
 
 /* No tp_clear: function is never NULL; a cycle through it is broken at the compiled function, which has one. */
-static void
-fastcommon_function_dealloc(PyObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (((fastcommon_function *)self)->weakrefs != NULL) {
-        PyObject_ClearWeakRefs(self);
-    }
-    Py_DECREF(FASTCOMMON_FUNCTION(self));
-    type->tp_free(self);
-    Py_DECREF(type);
-}
+static void fastcommon_function_dealloc(PyObject *self)
+{ fastcommon_dealloc(self, ((fastcommon_function *)self)->weakrefs, NULL, FASTCOMMON_FUNCTION(self)); }
 
 static PyMemberDef fastcommon_function_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(fastcommon_function, vectorcall), READONLY, NULL},

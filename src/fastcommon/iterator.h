@@ -33,13 +33,6 @@ typedef struct {
 #define FASTCOMMON_ITERATOR_FIELDS(apply) \
     apply(rest) apply(keys) apply(ordered) apply(metadata) apply(start) apply(key) apply(values) apply(value)
 
-static PyObject * /* (key, value), taking the reference to value, which it holds until the next */
-fastcommon_pair_of(fastcommon_iterator *self, PyObject *value)
-{
-    Py_XSETREF(self->value, value);
-    return fastcommon_pair(self->key, value);
-}
-
 static FASTCOMMON_NOINLINE PyObject * /* PyIter_Next, where a Metadata among another's values recurses: in C */
 fastcommon_next_of(PyObject *iterator)
 {
@@ -77,25 +70,25 @@ fastcommon_iterator_step(fastcommon_iterator *self)
         return fastcommon_next_of(self->rest);
     }
     for (;;) {
+        value = NULL;
         if (self->rest == NULL && self->values != NULL && PyList_CheckExact(self->values)) { /* as it is now */
-            value = NULL;
             FASTCOMMON_LOCK(self->values);
             if (self->index < fastcommon_list_size(self->values)) {
                 value = fastcommon_list_item(self->values, self->index);
                 self->index++;
             }
             FASTCOMMON_UNLOCK();
-            if (value != NULL) {
-                return fastcommon_pair_of(self, value);
-            }
         }
         else if (self->rest != NULL) { /* values that are not a list, iterated as Python iterates them */
-            value = fastcommon_next_of(self->rest);
-            if (value != NULL || PyErr_Occurred()) {
-                return value == NULL ? NULL : fastcommon_pair_of(self, value);
+            if ((value = fastcommon_next_of(self->rest)) == NULL && PyErr_Occurred()) {
+                return NULL;
             }
-            Py_CLEAR(self->rest); /* as the generator's for loop lets an ended iterator go; its values stay */
         }
+        if (value != NULL) { /* (key, value), holding value until the next */
+            Py_XSETREF(self->value, value);
+            return fastcommon_pair(self->key, value);
+        }
+        Py_CLEAR(self->rest); /* as the generator's for loop lets an ended iterator go; its values stay */
         FASTCOMMON_LOCK(self->ordered); /* CPython's OrderedDict does not lock itself (3.13t) */
         key = PyIter_Next(self->keys);
         FASTCOMMON_UNLOCK();
@@ -126,7 +119,7 @@ fastcommon_iterator_step(fastcommon_iterator *self)
     }
 }
 
-static int
+static inline int /* inline: what ends an iterator, in next and in dealloc */
 fastcommon_iterator_clear(PyObject *op)
 {
     fastcommon_iterator *self = (fastcommon_iterator *)op;
@@ -194,14 +187,7 @@ fastcommon_iterator_traverse(PyObject *op, visitproc visit, void *arg)
 static void
 fastcommon_iterator_dealloc(PyObject *op)
 {
-    PyTypeObject *type = Py_TYPE(op);
-    PyObject_GC_UnTrack(op);
-    if (((fastcommon_iterator *)op)->weakrefs != NULL) {
-        PyObject_ClearWeakRefs(op);
-    }
-    (void)fastcommon_iterator_clear(op);
-    PyObject_GC_Del(op);
-    Py_DECREF(type);
+    fastcommon_dealloc(op, ((fastcommon_iterator *)op)->weakrefs, fastcommon_iterator_clear, NULL);
 }
 
 static PyMemberDef fastcommon_iterator_members[] = {

@@ -7,6 +7,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "compat.h"
 #include "counters.h"
 
 /* 3.14 and 3.15 cache a tuple's hash in it, which tuple.__new__ marks not computed yet. A CPython not checked here
@@ -132,18 +133,8 @@ fastcommon_constructor_traverse(PyObject *self, visitproc visit, void *arg)
 }
 
 /* No tp_clear: cls is never NULL; a cycle through it is broken at the class, whose tp_clear empties its dict. */
-static void
-fastcommon_constructor_dealloc(PyObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (((fastcommon_constructor *)self)->weakrefs != NULL) {
-        PyObject_ClearWeakRefs(self);
-    }
-    Py_DECREF(FASTCOMMON_CLS(self));
-    type->tp_free(self);
-    Py_DECREF(type);
-}
+static void fastcommon_constructor_dealloc(PyObject *self)
+{ fastcommon_dealloc(self, ((fastcommon_constructor *)self)->weakrefs, NULL, FASTCOMMON_CLS(self)); }
 
 /* Everything but a call is the class's: attributes (__mro_entries__ aside: a class statement reads it on a base that
    is not a class), repr, [], ==, hash, |, isinstance(), issubclass(); a constructor among the operands stands for it. */
@@ -175,19 +166,11 @@ fastcommon_constructor_richcompare(PyObject *self, PyObject *other, int op)
     return Py_TYPE(FASTCOMMON_CLS(self))->tp_richcompare(FASTCOMMON_CLS(self), FASTCOMMON_CLASS_OF(other), op);
 }
 
-static PyObject *
-fastcommon_constructor_instancecheck(PyObject *self, PyObject *instance)
-{
-    int is = PyObject_IsInstance(instance, FASTCOMMON_CLS(self));
-    return is < 0 ? NULL : PyBool_FromLong(is);
-}
-
-static PyObject *
-fastcommon_constructor_subclasscheck(PyObject *self, PyObject *subclass)
-{
-    int is = PyObject_IsSubclass(FASTCOMMON_CLASS_OF(subclass), FASTCOMMON_CLS(self));
-    return is < 0 ? NULL : PyBool_FromLong(is);
-}
+static PyObject *fastcommon_bool(int is) { return is < 0 ? NULL : PyBool_FromLong(is); } /* is -1: an error */
+static PyObject *fastcommon_constructor_instancecheck(PyObject *self, PyObject *instance)
+{ return fastcommon_bool(PyObject_IsInstance(instance, FASTCOMMON_CLS(self))); }
+static PyObject *fastcommon_constructor_subclasscheck(PyObject *self, PyObject *subclass)
+{ return fastcommon_bool(PyObject_IsSubclass(FASTCOMMON_CLASS_OF(subclass), FASTCOMMON_CLS(self))); }
 
 static PyMethodDef fastcommon_constructor_methods[] = {
     {"__instancecheck__", fastcommon_constructor_instancecheck, METH_O, "isinstance(instance, cls)"},
