@@ -408,10 +408,7 @@ cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ss
             return grpcs(metadata, compression)
         return _init_metadata
 
-
-# What fastcommon replaces, by its name in its class (the registry names what is replaced): _replacement makes each.
-_REPLACED = ("__init__", "add", "from_tuple", "_create", "__iter__", "__len__", "__getitem__", "get", "get_all",
-             "__contains__", "__setitem__", "_init_metadata")
+    raise ValueError(f"fastcommon replaces no {attribute!r}")  # (the registry names what is replaced)
 
 
 def metadata_methods(originals, cls, /, *, counters=None):
@@ -424,8 +421,6 @@ def metadata_methods(originals, cls, /, *, counters=None):
     functions, replacements = {}, {}  # grpc's, by attribute; what replaces each, by its dotted name
     for name, original in dict(originals).items():
         attribute = name.rpartition(".")[2]
-        if attribute not in _REPLACED:
-            raise ValueError(f"fastcommon replaces no {name!r}")
         kind = type(original) if isinstance(original, (classmethod, staticmethod)) else None
         function = functions[attribute] = original.__func__ if kind is not None else original
         if type(getattr(function, "__globals__", None)) is not dict:

@@ -119,7 +119,7 @@ fastcommon_iterator_step(fastcommon_iterator *self)
     }
 }
 
-static inline int /* inline: what ends an iterator, in next and in dealloc */
+static inline int /* inline: next ends iterators with it, which gcc stops inlining once dealloc takes its address */
 fastcommon_iterator_clear(PyObject *op)
 {
     fastcommon_iterator *self = (fastcommon_iterator *)op;
