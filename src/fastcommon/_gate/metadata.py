@@ -57,8 +57,12 @@ def differences(originals: dict[str, Any]) -> dict[str, str | None]:
 def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: Any) -> list[Any]:
     """Each scenario's outcome with grpc's ``originals`` (by name), fastcommon's in place of those ``replaced``; the
     probes pass the classes ``made`` (probes.made())."""
-    methods = {name: original for name, original in originals.items() if BY_NAME[name].kind != STATICMETHOD}
-    probe = detached(cls, object, {BY_NAME[name].attribute: original for name, original in methods.items()})
+    probe = detached(cls, object)
+    methods = {  # grpc's, naming the copy Metadata (grpc 1.80's _create makes a Metadata(), not a cls())
+        name: _naming(original, probe) for name, original in originals.items() if BY_NAME[name].kind != STATICMETHOD
+    }
+    for name, original in methods.items():
+        setattr(probe, BY_NAME[name].attribute, original)
     make = _implementation.metadata_methods
     for name, replacement in make({name: methods[name] for name in replaced if name in methods}, probe).items():
         setattr(probe, BY_NAME[name].attribute, replacement)
@@ -71,3 +75,10 @@ def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: An
             answer = functools.partial(probes.init_metadata_answer, args)
             outcomes.append((f"_init_metadata({label})", probes.outcome(answer, function.__func__)))
     return outcomes
+
+
+def _naming(method: Any, probe: Any) -> Any:
+    """grpc's ``method`` (a function, or a classmethod's) copied, its module's Metadata the gate's ``probe``."""
+    if isinstance(method, classmethod):
+        return classmethod(copied(method.__func__, Metadata=probe))
+    return copied(method, Metadata=probe)
