@@ -59,7 +59,7 @@ def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: An
     probes pass the classes ``made`` (probes.made())."""
     probe = detached(cls, object)
     methods = {  # grpc's, naming the copy Metadata (grpc 1.80's _create makes a Metadata(), not a cls())
-        name: _naming(original, probe) for name, original in originals.items() if BY_NAME[name].kind != STATICMETHOD
+        name: _naming(each, Metadata=probe) for name, each in originals.items() if BY_NAME[name].kind != STATICMETHOD
     }
     for name, original in methods.items():
         setattr(probe, BY_NAME[name].attribute, original)
@@ -69,7 +69,7 @@ def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: An
     outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.scenarios(*made)]
     init_metadata = next((name for name in originals if name not in methods), None)  # probed on calls of its own
     if init_metadata is not None:
-        original = staticmethod(copied(originals[init_metadata].__func__, Metadata=probe, Sequence=Sequence))
+        original = _naming(originals[init_metadata], Metadata=probe, Sequence=Sequence)
         function = make({init_metadata: original}, probe)[init_metadata] if init_metadata in replaced else original
         for label, args in probes.init_metadata_arguments(probe, *made[:2]):
             answer = functools.partial(probes.init_metadata_answer, args)
@@ -77,8 +77,8 @@ def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: An
     return outcomes
 
 
-def _naming(method: Any, probe: Any) -> Any:
-    """grpc's ``method`` (a function, or a classmethod's) copied, its module's Metadata the gate's ``probe``."""
-    if isinstance(method, classmethod):
-        return classmethod(copied(method.__func__, Metadata=probe))
-    return copied(method, Metadata=probe)
+def _naming(method: Any, **names: Any) -> Any:
+    """grpc's ``method`` (a function, a classmethod or a staticmethod) copied, with ``names`` in its module's place."""
+    if isinstance(method, (classmethod, staticmethod)):
+        return type(method)(copied(method.__func__, **names))
+    return copied(method, **names)
