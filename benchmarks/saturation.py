@@ -20,7 +20,6 @@ where the interval holds 1.00.
 import asyncio
 import json
 import os
-import resource
 import shlex
 import shutil
 import subprocess
@@ -43,6 +42,9 @@ from grpc_echo import (
     import_stubs,
     reading_servicer,
 )
+
+if sys.platform != "win32":
+    import resource
 
 GHZ_VERSION = "v0.121.0"
 GHZ_PACKAGE = f"github.com/bojand/ghz/cmd/ghz@{GHZ_VERSION}"  # what `go install` builds, here and in .ci/run
@@ -87,23 +89,36 @@ def require_ghz():
     return ghz
 
 
+def usable_cores():
+    """The cores this process may run on: its affinity where the system keeps one (Linux), else every core."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
 def split_cores():
     """The core the measured process runs on, and the others (for its load or its server); exit where one is all."""
-    cores = sorted(os.sched_getaffinity(0))
+    cores = usable_cores()
     if len(cores) < 2:
         sys.exit(f"--saturate needs 2 cores, the measured process on one and its load on the rest; this has {cores}")
     return {cores[0]}, set(cores[1:])
 
 
 def pinned(cores):
-    """Popen's keywords that start a process on ``cores`` alone, its threads too (they inherit it)."""
-    return {"preexec_fn": partial(os.sched_setaffinity, 0, cores)}
+    """Popen's keywords that start a process on ``cores`` alone, its threads too (they inherit it); none where the
+    system cannot pin (macOS, Windows: the processes share every core, and the figures say less)."""
+    if hasattr(os, "sched_setaffinity"):
+        return {"preexec_fn": partial(os.sched_setaffinity, 0, cores)}
+    return {}
 
 
 def cpu_seconds():
     """This process's CPU seconds so far, every thread's: (user, system)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime, usage.ru_stime
+    if sys.platform == "win32":
+        return os.times().user, os.times().system
+    else:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime, usage.ru_stime
 
 
 def server(mode, flavour, stubs_dir):
@@ -324,6 +339,8 @@ def table(measured):
 
 
 def load_average():
+    if sys.platform == "win32":
+        return "none on Windows"
     return "{:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg())
 
 

@@ -25,6 +25,7 @@ POSIX = pytest.mark.skipif(sys.platform == "win32", reason="process groups and P
 PYTEST = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
 ONCE = ["--reruns", "1"]  # where telling flaky from different is not the point: one run again each way
 IS_PATCHED = "grpc._common.encode.__module__ != 'grpc._common'"  # true in the patched run only
+SEGFAULTED = "-11 (SIGSEGV)" if os.name == "posix" else "11"  # os.kill's status: on Windows, TerminateProcess's
 KEPT = re.compile(r"^the output of every run is kept in (.+)$", re.MULTILINE)
 
 # A suite with one test that passes stock and fails patched, and the outcomes pytest counts besides.
@@ -90,12 +91,9 @@ def compares_folders(folder):
 
 
 def alive(pid):
-    """Whether process ``pid`` runs (a zombie that no one reaps does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    """Whether process ``pid`` runs, as POSIX's ps says, /proc or none (a zombie that no one reaps does not)."""
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
+    return state.strip() != "" and not state.strip().startswith("Z")
 
 
 # ------------------------------------------------------------------ what differs, test by test
@@ -350,7 +348,7 @@ def test_a_crash_names_the_test_it_ended_in_and_what_never_ran(folder):
     assert (patched.returncode, patched.stdout.splitlines()[:3]) == (1, [
         "fastcommon compare: stock and patched differ in 1 of 1 tests and the exit status",
         "tests, stock -> patched (then alone, 1 time each way):",
-        "  test_crash.py::test_segfaults_patched: passed -> process ended: exit status -11 (SIGSEGV), every time",
+        f"  test_crash.py::test_segfaults_patched: passed -> process ended: exit status {SEGFAULTED}, every time",
     ]), patched.stderr  # fmt: skip
 
 
@@ -493,7 +491,7 @@ def test_a_program_whose_exit_status_differs_and_what_compare_says_as_it_goes(fo
         ["fastcommon compare: stock and patched differ in the exit status", "exit status: stock 0, patched 1"],
     )
     said = result.stderr.splitlines()  # the program's own stderr is in a file
-    command = shlex.join(["python", "-c", EXITS_PATCHED])
+    command = (subprocess.list2cmdline if os.name == "nt" else shlex.join)(["python", "-c", EXITS_PATCHED])
     starts = [line for line in said if line.endswith(command)]
     ends = [re.sub(r"[\d.]+ s", "N s", line) for line in said if " run ended after " in line]
     assert starts == [f"fastcommon compare: {run} run: {command}" for run in ("stock", "patched")]
@@ -626,24 +624,26 @@ HANGS = """
 
 @POSIX
 @pytest.mark.parametrize(
-    "signum, args, env",
+    "name, args, env",
     [
-        (signal.SIGTERM, [], {}),
-        (signal.SIGINT, [], {}),
-        (signal.SIGHUP, [], {}),
-        (signal.SIGTERM, ["-n", "1"], {"IGNORE_SIGNALS": "1"}),  # an xdist worker that ignores SIGINT and SIGTERM
+        ("SIGTERM", [], {}),
+        ("SIGINT", [], {}),
+        ("SIGHUP", [], {}),  # read as the test runs: Windows has none
+        ("SIGTERM", ["-n", "1"], {"IGNORE_SIGNALS": "1"}),  # an xdist worker that ignores SIGINT and SIGTERM
     ],
     ids=["SIGTERM", "SIGINT", "SIGHUP", "xdist, signals ignored"],
 )
-def test_a_signal_to_compare_stops_the_run_and_leaves_no_process_nor_folder(folder, signum, args, env):
+def test_a_signal_to_compare_stops_the_run_and_leaves_no_process_nor_folder(folder, name, args, env):
+    signum = signal.Signals[name]
     if args:
         pytest.importorskip("xdist")
     write(folder, "test_hangs.py", HANGS)
-    os.mkfifo(folder / "pids")
+    os.mkfifo(folder / "pids")  # type: ignore[attr-defined, unused-ignore]  # POSIX only, as its test
     command = ["-m", "fastcommon", "compare", *PYTEST, *args]
     with helpers.started(*command, cwd=folder, env={"TMPDIR": str(folder / "tmp"), **env}) as process:
         with open(folder / "pids") as fifo:
             pids = [int(pid) for pid in fifo.readline().split()]
+        assert all(alive(pid) for pid in pids)  # what alive() says below is seen, not assumed
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=120)
     running = ", in test_hangs.py::test_hangs" * (not args)  # xdist's controller may not have heard yet

@@ -325,7 +325,7 @@ def serve_then_signal(tmp_path, stubs, mode, launcher, signum=signal.SIGTERM, en
         finally:
             if serving is not None and int(serving) != process.pid:  # a child server outlives a failed test otherwise
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(serving), signal.SIGKILL)
+                    os.kill(int(serving), getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows: TerminateProcess
     default = first.split()[2] == "True"  # SIGTERM at its default, as the serving program saw it
     return process.returncode, stdout, helpers.program_stderr(stderr), default
 
@@ -537,7 +537,7 @@ def test_a_second_sigterm_while_the_first_reports_ends_the_process_at_once(tmp_p
     # FIFO nobody reads) never keeps a second SIGTERM from ending the process.
     (tmp_path / "app.py").write_text(WAITS)
     fifo = tmp_path / "reports.fifo"
-    os.mkfifo(fifo)
+    os.mkfifo(fifo)  # type: ignore[attr-defined, unused-ignore]  # POSIX only, as its test
     with helpers.started(*REPORT_RUN, "--report-file", str(fifo), "app.py", cwd=tmp_path, env=ECHO) as process:
         deadline = threading.Timer(120, process.kill)  # a process that never reports ends the reading below
         deadline.start()
@@ -676,7 +676,7 @@ def test_a_report_file_that_cannot_be_written_is_refused_before_the_program_star
     target = {"a directory": tmp_path, "a missing folder": tmp_path / "missing" / "r.jsonl",
               "no permission": tmp_path / "locked" / "r.jsonl"}[where]  # fmt: skip
     if where == "no permission":
-        if os.geteuid() == 0:
+        if os.geteuid() == 0:  # type: ignore[attr-defined, unused-ignore]  # POSIX only, as its test
             pytest.skip("root may write anywhere")
         (tmp_path / "locked").mkdir(mode=0o500)
     result = helpers.python("-m", "fastcommon", "run", "--report-file", str(target), "-c", "print('ran')", cwd=tmp_path)

@@ -291,7 +291,7 @@ class Fastcommon(RuleBasedStateMachine):
         reader, writer = os.pipe()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child touches no grpc core
-            pid = os.fork()
+            pid = os.fork()  # type: ignore[attr-defined, unused-ignore]  # POSIX only, as its test
         if pid == 0:  # the child: what it inherited answers as in the parent; then out, past everything
             status = 1
             try:

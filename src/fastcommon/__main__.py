@@ -1,5 +1,6 @@
 """python -m fastcommon: the command line: the status, check, run (a program, patched) and compare (stock, patched)."""
 
+import errno
 import os
 import re
 import sys
@@ -32,7 +33,7 @@ examples:
 
 COMPARE_DESCRIPTION = """\
 Run a program twice, stock (as plain python runs it, even under run), then patched (as run runs
-it), each in a fresh process group with stdin from /dev/null, and say whether anything differs: the
+it), each in a process group of its own with an empty stdin, and say whether anything differs: the
 exit status; under pytest or python -m unittest, each test's outcome, test by test; with --stdout
 or --stderr, that output. A test that differs runs again, alone, stock and patched (--reruns), so
 that a flaky test is told apart. Progress goes to stderr, the verdict to stdout.
@@ -41,7 +42,8 @@ Exit status: 0 the same; 1 something differs; 2 a usage error; nothing compared:
 not start, 4 its pytest or unittest refused its arguments, 5 it ran no test, 6 no process of the
 patched run imported grpc, 7 both runs ended early, in the same test, 8 grpc was patched at the end
 of the stock run (the program's own fastcommon.patch()); 124 a run took longer than
---timeout; 129, 130, 143 stopped by SIGHUP, SIGINT, SIGTERM (each run's processes are stopped too).
+--timeout; 128 + the signal's number where one stopped it: 130 SIGINT, 143 SIGTERM, 129 SIGHUP,
+149 SIGBREAK (Windows); each run's processes are stopped too.
 
 examples:
   python -m fastcommon compare -m pytest -q tests
@@ -80,7 +82,8 @@ def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
     compare.add_argument("--reruns", metavar="N", type=int, default=RERUNS,
                          help=f"run each test that differs again, alone, N times each way ({RERUNS}; 0: never)")
     compare.add_argument("--timeout", metavar="SECONDS", type=float,
-                         help="stop a run that takes longer: SIGINT, SIGTERM, then SIGKILL (exit status 124)")
+                         help="stop a run that takes longer: SIGINT, SIGTERM, then SIGKILL; on Windows Ctrl-Break, "
+                         "then its tree killed (exit status 124)")
     # fmt: on
     compare.add_argument("--patched-first", action="store_true", help="run it patched first, then stock")
     compare.add_argument("--json", metavar="FILE", help="also write the verdict, the runs and every test's outcomes")
@@ -129,7 +132,9 @@ def main(argv: list[str] | None = None) -> None:
         status, lines = _status.check() if parser.parse_args(argv).command == "check" else (0, _status.status())
         print(*lines, sep="\n", flush=True)
         sys.exit(status)
-    except BrokenPipeError:  # `python -m fastcommon | head -1`: the reader has gone; end quietly
+    except OSError as error:  # `python -m fastcommon | head -1`: the reader has gone (Windows: EINVAL); end quietly
+        if not isinstance(error, BrokenPipeError) and error.errno != errno.EINVAL:
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
 

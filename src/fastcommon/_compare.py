@@ -5,10 +5,10 @@ value whose text is written in one place (Verdict.lines), read by the command li
 import contextlib
 import dataclasses
 import difflib
+import io
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -19,20 +19,19 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import _environment, _launcher, _recording, _report
+from . import _environment, _launcher, _processes, _recording, _report
 
 # compare's exit status for each verdict (docs/adoption.md); stopped by a signal: 128 + its number, as a shell says
 STATUSES = {"same": 0, "different": 1, "not started": 3, "refused": 4, "no tests": 5, "not patched": 6,
             "incomplete": 7, "stock patched": 8, "timed out": 124}  # fmt: skip
 REFUSING = {"pytest": 4, "unittest": 2}  # each runner's exit status when it refuses its arguments
 COUNTED = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")  # pytest's order in its summary line
+PYTHON_REFUSED = r"  .+: (can't open file |No module named |Error while finding module specification )"
 PYTEST_TIMING = r" in [\d.]+s( \(\d+:\d\d:\d\d\))?"  # left out of --stdout's comparison where pytest ran
-STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 NOT_RUN = "not run"
 OUTPUTS = {"stdout": "standard output", "stderr": "standard error"}  # --stdout, --stderr: what they compare
 SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines shown, stderr lines quoted
 EVERY = 10  # seconds between progress lines
-GRACE = 5  # seconds a stopped run's processes have after each signal: SIGINT, SIGTERM, then SIGKILL
 
 
 class Stopped(Exception):
@@ -112,9 +111,12 @@ class Verdict:
 
 def compare(program: list[str], options: Any) -> int:
     """Run ``program`` stock and patched, as ``options`` say; print the verdict; return compare's exit status."""
+    for stream in (sys.stdout, sys.stderr):  # what a console's cp1252 cannot encode, escaped (\\u03bb), not raised
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     folder = tempfile.mkdtemp(prefix="fastcommon-compare-")
     runs: list[Run] = []
-    handlers = {signum: signal.signal(signum, stopped) for signum in STOPPING}
+    handlers = {signum: signal.signal(signum, stopped) for signum in _processes.STOPPING}
     try:
         verdict = judge(program, options, folder, runs)
     except Stopped as stop:
@@ -184,7 +186,7 @@ def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
     said = f"{last.name}, exit status {status_text(last.status)}"
     tail = tuple(f"  {line}" for line in last.tail())
     # python's own refusal, in a line: no such file, no such module
-    if not last.runner and last.status in (1, 2) and len(tail) == 1 and tail[0].startswith(f"  {sys.executable}:"):
+    if not last.runner and last.status in (1, 2) and len(tail) == 1 and re.match(PYTHON_REFUSED, tail[0]):
         return Verdict("not started", f"nothing compared: the program could not start ({said})", tail, folder)
     if last.runner and last.status == REFUSING[last.runner] and not last.outcomes:
         return Verdict("refused", f"nothing compared: {last.runner} refused its arguments ({said})", tail, folder)
@@ -273,13 +275,13 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, onl
     _, pythons, module = _launcher.split_program(program)
     recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
     alone = f" (only the {len(only):,} tests that differ)" if only is not None else ""
-    progress(f"{run.name}: {shlex.join(['python', *program])}{alone}")
+    progress(f"{run.name}: {_processes.QUOTED(['python', *program])}{alone}")
     started = time.monotonic()
     Stopped.deferring = True  # a signal now ends the process once it has started
     try:
         with open(run.prefix + ".stdout", "wb") as out, open(run.prefix + ".stderr", "wb") as err:
             process = subprocess.Popen(_launcher.command([*pythons, *recorded]), stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=err, env=environ, start_new_session=True)  # fmt: skip
+                                       stdout=out, stderr=err, env=environ, **_processes.IN_A_GROUP)  # fmt: skip
     finally:
         Stopped.deferring = False
     try:
@@ -296,30 +298,12 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, onl
     except BaseException as failure:  # stopped, or compare itself failed: the run must not outlive it
         if isinstance(failure, Stopped):
             failure.run, failure.running = run.name, run.read().running
-        end(process, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL))  # pytest tears its fixtures down on SIGINT
+        _processes.end(process, interrupt=True)
         raise
-    end(process, (signal.SIGTERM, signal.SIGKILL))  # whatever the program left running in its group
+    _processes.end(process, interrupt=False)  # whatever the program left running in its group
     run.status, run.seconds = status, time.monotonic() - started
     progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(status)}")
     return run.read()
-
-
-def end(process: subprocess.Popen[bytes], signals: tuple[signal.Signals, ...]) -> None:
-    """End the process group the run started, each signal given GRACE seconds; signals to compare wait meanwhile."""
-    handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPPING}
-    try:
-        with contextlib.suppress(ProcessLookupError):  # raised once no process of the group is left
-            for signum in signals:
-                deadline = time.monotonic() + GRACE
-                os.killpg(process.pid, signum)
-                while time.monotonic() < deadline:
-                    process.poll()  # the group's leader, reaped: it counts no more
-                    os.killpg(process.pid, 0)
-                    time.sleep(0.02)
-    finally:
-        process.wait()
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
 
 
 def progress(text: str) -> None:

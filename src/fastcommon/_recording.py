@@ -16,7 +16,7 @@ from . import _environment
 
 def append(path: str, **record: Any) -> None:
     """Append ``record`` to ``path`` as a JSON line, in one write: processes never interleave lines."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
     os.write(descriptor, (json.dumps(record) + "\n").encode())
     os.close(descriptor)
 

@@ -8,12 +8,9 @@
 #define FASTCOMMON_MAX_COUNTERS 32
 static unsigned long long fastcommon_calls[FASTCOMMON_MAX_COUNTERS];
 
-#if defined(Py_GIL_DISABLED) && defined(_MSC_VER)
-#define FASTCOMMON_ADD(slot, n) _InterlockedExchangeAdd64((volatile __int64 *)(slot), (__int64)(n))
-#define FASTCOMMON_LOAD(slot) ((unsigned long long)_InterlockedOr64((volatile __int64 *)(slot), 0))
-#elif defined(Py_GIL_DISABLED)
-#define FASTCOMMON_ADD(slot, n) __atomic_fetch_add((slot), (unsigned long long)(n), __ATOMIC_RELAXED)
-#define FASTCOMMON_LOAD(slot) __atomic_load_n((slot), __ATOMIC_RELAXED)
+#ifdef Py_GIL_DISABLED  /* CPython's own atomics (3.13+): on 32-bit MSVC, where no 64-bit intrinsic adds, a CAS loop */
+#define FASTCOMMON_ADD(slot, n) _Py_atomic_add_uint64((uint64_t *)(slot), (uint64_t)(n))
+#define FASTCOMMON_LOAD(slot) ((unsigned long long)_Py_atomic_load_uint64_relaxed((uint64_t *)(slot)))
 #else
 #define FASTCOMMON_ADD(slot, n) (*(slot) += (unsigned long long)(n))
 #define FASTCOMMON_LOAD(slot) (*(slot))

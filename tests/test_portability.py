@@ -1,0 +1,31 @@
+"""Where fastcommon's wheels go, as far as Linux can show it: under SIMULATED WINDOWS (tests/simulated_windows: `signal`
+and `os` without what Windows lacks; .ci/simulated-windows runs the whole command line so) the command line starts and
+the tests collect; compare escapes what a cp1252 console cannot encode. On main 15142f3 both failed: _compare.py read
+signal.SIGHUP at import, tests/test_benchmarks.py os.sched_getaffinity; a progress line raised UnicodeEncodeError."""
+
+import os
+import re
+
+import helpers
+
+SIMULATED_WINDOWS = {"PYTHONPATH": os.path.join(helpers.PROJECT_DIR, "tests", "simulated_windows")}
+
+
+def test_the_command_line_starts_and_the_tests_collect_under_simulated_windows(tmp_path):
+    simulated = helpers.python("-c", "import os, signal; print(hasattr(signal, 'SIGHUP'), hasattr(os, 'killpg'))",
+                               env=SIMULATED_WINDOWS, check_status=0)  # fmt: skip
+    assert simulated.stdout == "False False\n"
+    helpers.python("-m", "fastcommon", "compare", "--help", env=SIMULATED_WINDOWS, cwd=tmp_path, check_status=0)
+    collect = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "tests"]
+    collected = helpers.python(*collect, env=SIMULATED_WINDOWS, cwd=helpers.PROJECT_DIR)
+    summary = collected.stdout.splitlines()[-1]  # "1,154 tests collected in 1.48s", no error beside them
+    assert collected.returncode == 0 and re.fullmatch(r"\d+ tests collected in [\d.]+s", summary), collected.stdout
+
+
+def test_compare_escapes_what_the_console_cannot_encode(tmp_path):
+    result = helpers.python("-m", "fastcommon", "compare", "-c", "import grpc", "\u03bb", cwd=tmp_path,
+                            env={"PYTHONIOENCODING": "cp1252"})  # fmt: skip
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if "\\u03bb" in line] == [
+        f"fastcommon compare: {run} run: python -c 'import grpc' '\\u03bb'" for run in ("stock", "patched")
+    ]
