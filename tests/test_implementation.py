@@ -56,6 +56,17 @@ def test_shim_exports_the_active_implementation():
         assert getattr(fastcommon, name) is getattr(module, name)
 
 
+def test_importing_fastcommon_loads_nothing_until_an_export_is_used():
+    """`import fastcommon` loads no compiled module, gate, registry or grpc (each is loaded at first use, PEP 562);
+    then every export answers as before."""
+    code = "import sys, fastcommon; print(sorted(m for m in sys.modules if m.startswith(('fastcommon.', 'grpc'))))"
+    assert helpers.python("-c", code, check_status=0).stdout == "[]\n"
+    code = "import fastcommon; print([type(getattr(fastcommon, name)).__name__ for name in fastcommon.__all__])"
+    exports = helpers.python("-c", code, check_status=0).stdout
+    assert exports.count("NoneType") == 1 and exports.count("function") >= 4, exports  # PURE_PYTHON_REASON
+    assert "has no attribute 'nope'" in helpers.python("-c", "import fastcommon; fastcommon.nope").stderr
+
+
 def test_compiled_module_is_chosen_when_it_imports():
     load_implementation("fast_common")
     result = run_python(REPORT)

@@ -1,13 +1,30 @@
 """fastcommon's public API: grpc._common's str/bytes conversions and (de)serialization wrappers, compiled, and
 fastcommon.patch(), which puts them into grpc. IMPLEMENTATION says which loaded ("cython" or "python"),
-PURE_PYTHON_REASON why it is pure Python (None when it is not)."""
+PURE_PYTHON_REASON why it is pure Python (None when it is not). Each is loaded at first use (PEP 562), so that
+`import fastcommon` loads no compiled module, gate or grpc."""
 
 __version__ = "0.1.0"
-
-from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning, chosen
-from ._patching import is_patched, patch, patched, unpatch
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON_REASON", "FastcommonWarning", "decode", "deserialize", "encode",
            "is_patched", "patch", "patched", "serialize", "unpatch"]  # fmt: skip
 
-encode, decode, serialize, deserialize = chosen.encode, chosen.decode, chosen.serialize, chosen.deserialize
+_CONVERSIONS = ("decode", "deserialize", "encode", "serialize")
+_PATCHING = ("is_patched", "patch", "patched", "unpatch")
+TYPE_CHECKING = False  # typing's own costs an import
+if TYPE_CHECKING:
+    from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning
+    from ._patching import is_patched, patch, patched, unpatch
+    from .common import decode, deserialize, encode, serialize
+
+
+def __getattr__(name: str) -> object:
+    """The export ``name``, loaded with the others on first use of any."""
+    if name not in __all__:
+        raise AttributeError(f"module 'fastcommon' has no attribute {name!r}")
+    from . import _implementation, _patching
+
+    chosen = _implementation.chosen
+    for each in __all__:  # the conversions are the chosen implementation's; patch() and its kin _patching's
+        home = chosen if each in _CONVERSIONS else _patching if each in _PATCHING else _implementation
+        globals()[each] = getattr(home, each)
+    return globals()[name]

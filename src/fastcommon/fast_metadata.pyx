@@ -37,7 +37,7 @@ cdef extern from "iterator.h":
 
 cdef extern from "function.h":
     object fastcommon_function_type()
-    object fastcommon_function_new(object, object)
+    object fastcommon_function_new(object, object, object)
 
 
 cdef object _OrderedDict = collections.OrderedDict
@@ -434,7 +434,7 @@ def metadata_methods(originals, cls, /, *, counters=None):
         replacement.__annotations__ = function.__annotations__
         if not hasattr(function, "__annotate__"):  # set by Cython with __annotations__; grpc's have none before 3.14
             vars(replacement).pop("__annotate__", None)
-        replacement = fastcommon_function_new(_Function, replacement)  # function.h: a function, as mock sees one
+        replacement = fastcommon_function_new(_Function, replacement, function)  # function.h: a function, as mock sees one
         replacements[name] = replacement if kind is None else kind(replacement)
     methods.cls, methods.grpcs_getitem = cls, functions.get("__getitem__")
     methods.init, methods.add = "__init__" in functions, "add" in functions
