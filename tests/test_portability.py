@@ -30,3 +30,12 @@ def test_compare_escapes_what_the_console_cannot_encode(tmp_path):
                             env={"PYTHONIOENCODING": "cp1252"})  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "  patched: line 1: \\u03bb" in result.stdout.splitlines(), result.stdout
+
+
+def test_the_release_workflow_publishes_only_from_a_pushed_tag():
+    # workflow_dispatch builds and tests every leg; started by hand on a tag, it must still publish nothing
+    with open(os.path.join(helpers.PROJECT_DIR, ".github", "workflows", "release.yml")) as workflow:
+        text = workflow.read()
+    assert "\n  workflow_dispatch:" in text
+    condition = re.search(r"^    if: (.*?)(  #.*)?$", text.split("\n  publish:\n", 1)[1], re.M)
+    assert condition and condition.group(1) == "github.event_name == 'push' && startsWith(github.ref, 'refs/tags/v')"
