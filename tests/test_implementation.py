@@ -65,6 +65,8 @@ def test_importing_fastcommon_loads_nothing_until_an_export_is_used():
     exports = helpers.python("-c", code, check_status=0).stdout
     assert exports.count("NoneType") == 1 and exports.count("function") >= 4, exports  # PURE_PYTHON_REASON
     assert "has no attribute 'nope'" in helpers.python("-c", "import fastcommon; fastcommon.nope").stderr
+    code = "import fastcommon as f; print(set(f.__all__) <= set(dir(f)), hasattr(f, 'TYPE_CHECKING'))"
+    assert helpers.python("-c", code, check_status=0).stdout == "True False\n"  # tab completion lists the exports
 
 
 def test_compiled_module_is_chosen_when_it_imports():

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning
     from ._patching import is_patched, patch, patched, unpatch
     from .common import decode, deserialize, encode, serialize
+del TYPE_CHECKING  # not a name of fastcommon's
 
 
 def __getattr__(name: str) -> object:
@@ -28,3 +29,8 @@ def __getattr__(name: str) -> object:
         home = chosen if each in _CONVERSIONS else _patching if each in _PATCHING else _implementation
         globals()[each] = getattr(home, each)
     return globals()[name]
+
+
+def __dir__() -> list[str]:
+    """The module's names, the exports not loaded yet among them (tab completion lists them)."""
+    return sorted({*globals(), *__all__})
