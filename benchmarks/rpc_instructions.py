@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks import plot
+from benchmarks import plot, price
 from benchmarks.callgrind import OBJECTS, PYTHON_SIDE, python_side, self_costs, whole_process, whole_process_saving
 from benchmarks.suite import small_message
 from benchmarks.timing import Progress, duration, format_table, versions_line
@@ -250,11 +250,12 @@ def control(stock_python, stock_whole):
     return (later - earlier) / statistics.fmean(stock_whole)
 
 
-def savings_table(results):
+def savings_table(results, paid):
     """Stock against patched: the whole process's instructions, the Python side's saving, its share of the whole
-    process (the headline) and of the Python side, the range of the headline over every pair of runs, the control."""
+    process (the headline) and of the Python side, the range of the headline over every pair of runs, the control,
+    and the RPCs whose saving repays the price ``paid`` (price.instructions())."""
     rows = [("RPCs", "process", "stock, whole process", "saved (Python side)", "of the whole process", "range",
-             "of the Python side", "control")]  # fmt: skip
+             "of the Python side", "control", "repaid after")]  # fmt: skip
     for flavour, headers, process in ROWS:
         stock, patched = (runs_of(results, (flavour, headers, process), mode) for mode in MODES)
         headline = whole_process_saving(stock, patched)
@@ -262,7 +263,8 @@ def savings_table(results):
         rows.append(
             (f"{flavour} unary, {headers} headers", process, f"{headline['stock']:,.0f}", f"{headline['saved']:,.0f}",
              f"{headline['share']:.1%}", f"{headline['low']:.1%} to {headline['high']:.1%}",
-             f"{headline['python_share']:.1%}", f"{check:+.2%}")
+             f"{headline['python_share']:.1%}", f"{check:+.2%}",
+             f"{sum(paid.values()) / headline['saved']:,.0f} RPCs" if headline["saved"] > 0 else "never")
         )  # fmt: skip
     return format_table(rows, text_columns=2)
 
@@ -280,16 +282,18 @@ def collections_table(results):
     return format_table(rows, text_columns=3)
 
 
-def report(results, rpcs):
+def report(results, rpcs, paid):
     """The tables: the saving per RPC against the whole process, the collections, and where the instructions run."""
     lines = [
         f"Instructions per RPC (callgrind; {rpcs} RPCs, the difference of 2N and N between marks). Each mode ran "
         f"{len(runs_of(results, ROWS[0], MODES[0]))} times, interleaved: the means. Saved: counted on each process's "
         f"Python side ({', '.join(PYTHON_SIDE)}), where fastcommon works; the headline divides it by the whole "
         "process's stock instructions (grpc's extension, libc and the rest added); its range, every stock run "
-        "against every patched one; the control, the later half of the stock runs against the earlier half.",
+        "against every patched one; the control, the later half of the stock runs against the earlier half. "
+        f"Repaid after: the price, {paid['import']:,} instructions for import fastcommon and {paid['patch']:,} "
+        "for patch() (benchmarks/price.py), over the saving per RPC.",
         "",
-        savings_table(results),
+        savings_table(results, paid),
         "",
         "Collections in each measured segment (automatic ones; a full one walks only what the segment made):",
         collections_table(results),
@@ -320,12 +324,13 @@ def main(args):
     with tempfile.TemporaryDirectory() as stubs_dir, tempfile.TemporaryDirectory() as out_dir:
         generate_stubs(stubs_dir)
         results = measure(stubs_dir, out_dir, rpcs, FAST_REPEATS if args.fast else REPEATS)
-    print(report(results, rpcs))
+    paid = price.instructions()
+    print(report(results, rpcs, paid))
     print(f"\n(--rpc-instructions took {time.monotonic() - started:.0f} s)")
     if args.o:
         flat = {" | ".join(map(str, key)): costs for key, costs in results.items()}
         with open(args.o, "w", encoding="utf-8") as file:
-            json.dump({"versions": versions, "rpcs": rpcs, "instructions": flat}, file, indent=1)
+            json.dump({"versions": versions, "rpcs": rpcs, "instructions": flat, "price": paid}, file, indent=1)
         print(f"wrote {args.o}")
     if args.plot:
         print(plot.per_rpc_chart({"instructions": results}, args.plot, args.plot_format))

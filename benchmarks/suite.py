@@ -6,12 +6,10 @@ benchmark goes to stderr as progress; the tables go to stdout.
 
 import contextlib
 import importlib
-import statistics
-import subprocess
 import sys
 import tempfile
 
-from benchmarks import messages, plot
+from benchmarks import messages, plot, price
 from benchmarks.timing import (
     AIO_METADATA,
     AIO_METADATA_FLOOR,
@@ -36,7 +34,6 @@ from fastcommon._registry import METHOD_NAME, USER_AGENT
 from grpc_echo import generate_stubs, import_stubs
 
 RUNNER_SETTINGS = {"processes": 6, "values": 3}
-GATE_PROCESSES = 7
 
 
 def conversion_cases(more_inputs):
@@ -88,24 +85,6 @@ def per_call_table(timed, cases):
     return format_table(rows, text_columns=2)
 
 
-GATE_PROGRAM = """
-import time, grpc, grpc.aio
-import fastcommon
-start = time.perf_counter(); fastcommon.patch(); first = time.perf_counter() - start
-fastcommon.unpatch()
-start = time.perf_counter(); fastcommon.patch(); print(first, time.perf_counter() - start)
-"""
-
-
-def gate_cost_us(processes=GATE_PROCESSES):
-    """What patch()'s gate costs in a fresh process, where it runs once (median of its first runs), and run again."""
-    runs = [
-        [float(seconds) for seconds in subprocess.check_output([sys.executable, "-c", GATE_PROGRAM], text=True).split()]
-        for _ in range(processes)
-    ]
-    return [statistics.median(seconds) * 1e6 for seconds in zip(*runs, strict=True)]
-
-
 def main(argv, options):
     """The per-call run (or --messages), with pyperf; ``options``: benchmark.py's own, as (flags, keywords)."""
     import pyperf
@@ -152,8 +131,8 @@ def main(argv, options):
 
         timed = {name: summary(bench) for name, bench in benches.items()}
         if not args.messages:
-            progress.say(f"patch()'s gate, in {GATE_PROCESSES} fresh processes")
-            first, again = gate_cost_us()
+            progress.say(f"the price of import fastcommon and patch(), in {price.PROCESSES} fresh processes")
+            paid = price.in_fresh_processes()
         print(
             f"CPython {sys.version.split()[0]}, grpcio {grpc.__version__}; each time the mean of pyperf's "
             f"{args.processes} processes, and its 95% confidence interval"
@@ -165,10 +144,7 @@ def main(argv, options):
                   "range the intervals allow holds 1.00")  # fmt: skip
             print(per_call_table(timed, cases))
             print(noise_line(benches))
-            print(
-                f"\npatch()'s gate, once per process: {first / 1e3:.1f} ms on its first run in a fresh process "
-                f"(median of {GATE_PROCESSES}), {again / 1e3:.1f} ms run again"
-            )
+            print(f"\n{price.line(paid)}")
         if args.plot:
             print(plot.per_call_chart({sys.version.split()[0]: timed}, args.plot, args.plot_format))
 

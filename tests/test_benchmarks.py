@@ -37,12 +37,13 @@ def without_matplotlib(tmp_path):
 
 sys.path.insert(0, os.path.dirname(BENCHMARK))
 try:
-    callgrind, instructions, messages, rpc, rpc_instructions, saturation, suite, timing = (
+    callgrind, instructions, messages, price, rpc, rpc_instructions, saturation, suite, timing = (
         importlib.import_module(f"benchmarks.{name}")
         for name in (
             "callgrind",
             "instructions",
             "messages",
+            "price",
             "rpc",
             "rpc_instructions",
             "saturation",
@@ -333,11 +334,14 @@ def test_the_rpc_instructions_report_puts_the_headline_and_the_collections_in_al
             results[(*row, "stock", run)] = {**python, "grpc's extension": grpcs[0], **rest}
             patched = {**python, "rest of libpython": 280, "fastcommon": 4}
             results[(*row, "patched", run)] = {**patched, "grpc's extension": grpcs[1], **rest}
-    headline, collections = rpc_instructions.report(results, 600).split("\n\n")[1:3]
+    text = rpc_instructions.report(results, 600, {"import": 8_000, "patch": 32_000})
+    headline, collections = text.split("\n\n")[1:3]
     # The Python side saves 16 of its 400; the whole process's stock runs are 520 and 560, their mean 540: 16 of it.
     # The whole process's own difference (56) is not the saving: grpc's threads spun as they happened to.
     rows = {tuple(row[:2]): row[2:] for row in cells(headline)}
-    assert rows["aio unary, 10 headers", "client"] == ["540", "16", "3.0%", "2.9% to 3.1%", "4.0%", "+0.00%"]
+    assert rows["aio unary, 10 headers", "client"] == ["540", "16", "3.0%", "2.9% to 3.1%", "4.0%", "+0.00%",
+                                                       "2,500 RPCs"]  # the price, 40,000, over 16  # fmt: skip
+    assert "8,000 instructions for import fastcommon and 32,000 for patch()" in text
     rows = {tuple(row[:3]): row[3:] for row in cells(collections.split("\n", 1)[1])}
     assert rows["sync unary, 0 headers", "server", "stock"] == ["3.0, 0.0, 0.0", "6.0, 1.0, 0.0"]
 
@@ -511,3 +515,10 @@ def test_a_server_row_is_driven_by_ghz_with_no_error(tmp_path):
     assert "sync server, 0 headers" in result.stdout
     runs = json.loads((tmp_path / "out.json").read_text())["saturation"]["sync-server-0"]["runs"]
     assert all(run["errors"] == 0 and run["rpcs"] > 0 for mode in runs.values() for run in mode)
+
+
+def test_the_price_is_import_then_patch_in_fresh_processes_that_imported_grpc():
+    paid = price.in_fresh_processes(1)
+    assert paid["processes"] == 1 and 0 < paid["import_ms"] < paid["patch_ms"]
+    assert paid["memory_kib"] is None or paid["memory_kib"] > 0  # None where there is no /proc
+    assert price.line(paid).startswith("the price, once per process (median of 1 fresh processes that imported grpc)")
