@@ -150,7 +150,7 @@ def test_the_documented_run_of_the_suite_passes_in_a_checkout(report, pure):
     environ = {"PYTHONPATH": SEARCH_PATH, "FASTCOMMON_PURE_PYTHON": "1" if pure else None}
     if not pure:
         load_implementation("fast_common")
-    # docs/adoption.md: python -m fastcommon run --report -m pytest -q tests (here the module that crashed)
+    # as a user adopts it: python -m fastcommon run --report -m pytest -q tests (here the module that crashed)
     result = helpers.python(
         "-m", "fastcommon", "run", *report, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_entry.py",
         cwd=helpers.PROJECT_DIR, env={**environ, "HYPOTHESIS_PROFILE": "dev"}, check_status=0,

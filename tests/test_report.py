@@ -264,7 +264,7 @@ def lines_of_lists(result):
 
 
 def test_the_documented_service_runs_and_each_process_reports(tmp_path):
-    # README and docs/adoption.md: python -m fastcommon run --report -m grpc_echo.service 2000 (here 5 RPCs)
+    # docs/adoption.md: python -m fastcommon run --report -m grpc_echo.service 2000 (here 5 RPCs)
     result = helpers.python("-m", "fastcommon", "run", "--report", "-m", "grpc_echo.service", "5", cwd=tmp_path,
                             env={"PYTHONPATH": helpers.PROJECT_DIR})  # fmt: skip
     assert (result.returncode, result.stdout) == (0, "5 RPCs made; the server exited with 0\n"), result.stderr
