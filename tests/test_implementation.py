@@ -69,6 +69,24 @@ def test_importing_fastcommon_loads_nothing_until_an_export_is_used():
     assert helpers.python("-c", code, check_status=0).stdout == "True False\n"  # tab completion lists the exports
 
 
+def test_the_submodules_the_docs_name_are_attributes_after_import_fastcommon_alone():
+    """fastcommon.common (the pure-Python reference) and fastcommon.fast_common, as docs/safety.md names them, are
+    attributes of the package after `import fastcommon`, as on 15142f3 (before the exports loaded at first use)."""
+    code = "import fastcommon; print(fastcommon.common.__name__, fastcommon.fast_common.__name__)"
+    result = helpers.python("-c", code)
+    assert result.stdout == "fastcommon.common fastcommon.fast_common\n", result.stderr[-500:]
+
+
+def test_a_type_checker_still_refuses_a_name_fastcommon_lacks(tmp_path):
+    """The module's __getattr__ (PEP 562) is the runtime's: mypy, seeing it, would take `from fastcommon import pach`
+    for an object and call `fastcommon.unpach()` an object that is not callable; on 15142f3 it said the name is none
+    of fastcommon's."""
+    (tmp_path / "use.py").write_text("import fastcommon\nfrom fastcommon import pach\n\nfastcommon.unpach()\n")
+    result = helpers.python("-m", "mypy", "--no-incremental", "--strict", "use.py", cwd=tmp_path)
+    assert 'Module "fastcommon" has no attribute "pach"' in result.stdout, result.stdout
+    assert 'Module has no attribute "unpach"' in result.stdout, result.stdout
+
+
 def test_compiled_module_is_chosen_when_it_imports():
     load_implementation("fast_common")
     result = run_python(REPORT)

@@ -75,3 +75,62 @@ def test_assigning_a_replaced_methods_code_or_defaults_is_refused_in_one_clear_e
     assert [line.split(" at 0x")[0] for line in lines[:-1]] == [f"{each} <function {name}" for each in attributes]
     assert all(line.endswith(f"> is fastcommon's: unpatch() to set its {line.split()[0]}") for line in lines[:-1])
     assert lines[-1] == "True"
+
+
+# Run as `python -c CYTHONS patched|stock NAME`: what the names only Cython's functions have, and the dunders called by
+# hand, answer; as JSON.
+CYTHONS = """
+import json, sys, warnings
+import fastcommon
+from fastcommon import _grpc
+warnings.simplefilter("error")
+if sys.argv[1] == "patched":
+    fastcommon.patch()
+function = getattr(*_grpc.owner(sys.argv[2]))
+function = getattr(function, "__func__", function)
+aliases = ("func_code", "func_defaults", "func_globals", "func_closure", "func_dict", "func_doc", "func_name")
+print(json.dumps([
+    [hasattr(function, alias) for alias in aliases],
+    function.__getattribute__("__code__") is function.__code__,
+    function.__getattribute__("__globals__") is function.__globals__,
+    sorted(function.__dir__()) == sorted(dir(function)),
+]))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(GRPC_METADATA_ORIGINALS))
+def test_cythons_own_names_and_the_dunders_called_by_hand_answer_as_grpcs_function(name):
+    """A function has no func_code, func_defaults, func_globals... (Cython's functions keep these Python 2 names, and
+    the stand-in handed them on: Metadata.get.func_globals was fastcommon.fast_metadata's); f.__getattribute__(name)
+    and f.__dir__() answer as getattr(f, name) and dir(f) do."""
+    stock, patched = (helpers.python("-c", CYTHONS, how, name, check_status=0).stdout for how in ("stock", "patched"))
+    assert json.loads(patched) == json.loads(stock)
+
+
+ASSIGN_BY_ANOTHER_NAME = """
+import sys, warnings
+import fastcommon
+from fastcommon import _grpc
+warnings.simplefilter("error")
+fastcommon.patch()
+function = getattr(*_grpc.owner(sys.argv[1]))
+function = getattr(function, "__func__", function)
+for assign in (lambda: function.__setattr__("__defaults__", function.__defaults__),
+               lambda: setattr(function, "func_defaults", function.__defaults__)):
+    try:
+        assign()
+        print("taken")
+    except AttributeError as error:
+        print(str(error).split(">", 1)[1])
+print(fastcommon.is_patched(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(GRPC_METADATA_ORIGINALS))
+def test_assigning_grpcs_defaults_by_another_name_is_refused_as_by_its_own(name):
+    """f.__setattr__('__defaults__', ...) and f.func_defaults = ... reached the compiled function's setter, which warns
+    (RuntimeWarning: changes to cyfunction.__defaults__ will not currently affect ...) and, with warnings as errors,
+    raised SystemError (the warning's return unchecked); each is refused as f.__defaults__ = ... is."""
+    lines = helpers.python("-c", ASSIGN_BY_ANOTHER_NAME, name, check_status=0).stdout.splitlines()
+    assert lines == [" is fastcommon's: unpatch() to set its __defaults__",
+                     " is fastcommon's: unpatch() to set its func_defaults", "True"]  # fmt: skip

@@ -7,6 +7,7 @@ import os
 import re
 
 import helpers
+import pytest
 
 SIMULATED_WINDOWS = {"PYTHONPATH": os.path.join(helpers.PROJECT_DIR, "tests", "simulated_windows")}
 
@@ -39,3 +40,70 @@ def test_the_release_workflow_publishes_only_from_a_pushed_tag():
     assert "\n  workflow_dispatch:" in text
     condition = re.search(r"^    if: (.*?)(  #.*)?$", text.split("\n  publish:\n", 1)[1], re.M)
     assert condition and condition.group(1) == "github.event_name == 'push' && startsWith(github.ref, 'refs/tags/v')"
+
+
+# Run as `python -c END_WITHOUT_CTRL_BREAK` under SIMULATED WINDOWS: compare's end() of a run to which the Ctrl-Break
+# cannot be sent. On Windows os.kill(pid, CTRL_BREAK_EVENT) raises OSError (WinError 6) in a process without a console
+# (pythonw, a service: cpython#112190) and WinError 87 where the group has just ended (psutil#2519).
+END_WITHOUT_CTRL_BREAK = """
+import subprocess, sys
+from fastcommon import _processes
+process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], **_processes.IN_A_GROUP)
+def no_console(signum):
+    raise OSError(6, "The handle is invalid")
+process.send_signal = no_console
+try:
+    _processes.end(process, interrupt=True)
+    print("returned, the run ended:", process.poll() is not None)
+except OSError as error:
+    print("raised", error)
+"""
+
+
+def test_a_run_is_ended_on_windows_where_the_ctrl_break_cannot_be_sent():
+    """The run is ended by taskkill all the same, and end() returns: on 2250cb0 the OSError skipped taskkill and
+    end()'s `finally: process.wait()` waited for the run (here 30 s; a hung test: for ever)."""
+    env = SIMULATED_WINDOWS | {"PATH": SIMULATED_WINDOWS["PYTHONPATH"] + os.pathsep + os.environ["PATH"]}  # taskkill
+    result = helpers.python("-c", END_WITHOUT_CTRL_BREAK, env=env, timeout=20, check_status=0)
+    assert result.stdout == "returned, the run ended: True\n"
+
+
+# Run as `python -c KILLPG_AS_ON_MACOS`: compare's end() where os.killpg answers as macOS's does (XNU's killpg1 skips
+# zombies, and a group of zombies alone is EPERM where Linux signals it), for a run that has ended and is not reaped.
+KILLPG_AS_ON_MACOS = """
+import errno, os, subprocess, sys
+from fastcommon import _processes
+
+def states(group):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                state, _, pgrp = stat.read().rsplit(")", 1)[1].split()[:3]
+        except OSError:
+            continue
+        found += [state] if int(pgrp) == group else []
+    return found
+
+linux_killpg = os.killpg
+def killpg(group, signum):
+    if states(group) and all(state == "Z" for state in states(group)):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+    linux_killpg(group, signum)
+os.killpg = killpg
+process = subprocess.Popen([sys.executable, "-c", "pass"], **_processes.IN_A_GROUP)
+os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped: a zombie alone in its group
+try:
+    _processes.end(process, interrupt=True)
+    print("returned", process.returncode)
+except OSError as error:
+    print("raised", repr(error))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self") or not hasattr(os, "waitid"), reason="reads /proc; os.waitid")
+def test_ending_a_run_whose_group_holds_only_zombies_as_macos_answers_killpg():
+    """compare stopped just as the run ended (or a run that leaves only zombies in its group): end() returns, where
+    on 2250cb0 macOS's PermissionError went through it, and compare ended in a traceback, not a verdict."""
+    result = helpers.python("-c", KILLPG_AS_ON_MACOS, timeout=60, check_status=0)
+    assert result.stdout == "returned 0\n"
