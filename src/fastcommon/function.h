@@ -36,8 +36,11 @@ fastcommon_function_get(PyObject *self, PyObject *instance, PyObject *owner)
 /* Its type's (what binds or calls by hand binds or calls it; a function's repr, hash and equality); then grpc's
  * function's, for inspect and getclosurevars (no __annotate__ before 3.14), never assigned as calls never read them */
 static const char *const fastcommon_own[] = {"__get__", "__call__", "__repr__", "__str__", "__hash__", "__eq__",
-    "__ne__", "__reduce__", NULL}, *const fastcommon_grpcs[] = {"__class__", "__code__", "__defaults__",
-    "__kwdefaults__", "__globals__", "__closure__", "__builtins__", "__annotate__", NULL};
+    "__ne__", "__reduce__", "__getattribute__", "__setattr__", "__delattr__", "__dir__", NULL},
+    *const fastcommon_grpcs[] = {"__class__", "__code__", "__defaults__", "__kwdefaults__", "__globals__",
+    "__closure__", "__builtins__", "__annotate__", /* and what only Cython's functions have: */ "func_code",
+    "func_defaults", "func_globals", "func_closure", "func_dict", "func_doc", "func_name", "_is_coroutine",
+    "__annotate_cython__", NULL};
 
 static int fastcommon_in(PyObject *name, const char *const *names)
 {
