@@ -10,27 +10,37 @@ __all__ = ["IMPLEMENTATION", "PURE_PYTHON_REASON", "FastcommonWarning", "decode"
 
 _CONVERSIONS = ("decode", "deserialize", "encode", "serialize")
 _PATCHING = ("is_patched", "patch", "patched", "unpatch")
+_SUBMODULES = ("common", "fast_common")
 TYPE_CHECKING = False  # typing's own costs an import
 if TYPE_CHECKING:
     from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning
     from ._patching import is_patched, patch, patched, unpatch
     from .common import decode, deserialize, encode, serialize
-del TYPE_CHECKING  # not a name of fastcommon's
 
 
-def __getattr__(name: str) -> object:
-    """The export ``name``, loaded with the others on first use of any."""
-    if name not in __all__:
-        raise AttributeError(f"module 'fastcommon' has no attribute {name!r}")
-    from . import _implementation, _patching
+if not TYPE_CHECKING:  # a type checker sees the names above, and no __getattr__ that would answer for any other
 
-    chosen = _implementation.chosen
-    for each in __all__:  # the conversions are the chosen implementation's; patch() and its kin _patching's
-        home = chosen if each in _CONVERSIONS else _patching if each in _PATCHING else _implementation
-        globals()[each] = getattr(home, each)
-    return globals()[name]
+    def __getattr__(name: str) -> object:
+        """The export ``name``, loaded with the others on first use of any; or the submodule ``name`` (common,
+        fast_common), imported as `import fastcommon` imported it before the exports loaded at first use."""
+        if name in _SUBMODULES:
+            from importlib import import_module
+
+            return import_module(f"{__name__}.{name}")
+        if name not in __all__:
+            raise AttributeError(f"module 'fastcommon' has no attribute {name!r}")
+        from . import _implementation, _patching
+
+        chosen = _implementation.chosen
+        for each in __all__:  # the conversions are the chosen implementation's; patch() and its kin _patching's
+            home = chosen if each in _CONVERSIONS else _patching if each in _PATCHING else _implementation
+            globals()[each] = getattr(home, each)
+        return globals()[name]
 
 
 def __dir__() -> list[str]:
     """The module's names, the exports not loaded yet among them (tab completion lists them)."""
     return sorted({*globals(), *__all__})
+
+
+del TYPE_CHECKING  # not a name of fastcommon's
