@@ -107,3 +107,14 @@ def test_ending_a_run_whose_group_holds_only_zombies_as_macos_answers_killpg():
     on 2250cb0 macOS's PermissionError went through it, and compare ended in a traceback, not a verdict."""
     result = helpers.python("-c", KILLPG_AS_ON_MACOS, timeout=60, check_status=0)
     assert result.stdout == "returned 0\n"
+
+
+def test_run_passes_on_a_windows_childs_ntstatus_as_a_c_int(monkeypatch):
+    launcher = helpers._launcher
+    # Windows' exit code of a crash, 0xC0000005, went to sys.exit as is: builds without gh-125842 exit 0xFFFFFFFF
+    monkeypatch.setattr(launcher, "REPLACE_PROCESS", False)
+    monkeypatch.setattr(launcher.subprocess, "call", lambda *args, **kwargs: 0xC0000005)
+    monkeypatch.setattr(launcher.signal, "signal", lambda *args: None)
+    with pytest.raises(SystemExit) as ended:
+        launcher.launch(["app.py"], report=False)
+    assert ended.value.code == 0xC0000005 - 2**32  # -1073741819, as Windows' C runtime takes an int

@@ -96,7 +96,8 @@ def launch(program: list[str], report: bool, report_file: str | None = None, ful
         os.execve(sys.executable, python, environ)
     # Ctrl+C reaches the whole console, the child included; this process only waits for it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(subprocess.call(python, env=environ))
+    status = subprocess.call(python, env=environ)
+    sys.exit(status - 2**32 if status >= 2**31 else status)  # an NTSTATUS (0xC0000005), as a C int holds it
 
 
 def report_asked() -> tuple[bool, bool, str | None]:

@@ -24,7 +24,8 @@ def end(process: "subprocess.Popen[bytes]", interrupt: bool) -> None:
     handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPPING}
     try:
         if hasattr(os, "killpg") and hasattr(signal, "SIGKILL"):  # POSIX
-            with contextlib.suppress(ProcessLookupError):  # raised once no process of the group is left
+            # ProcessLookupError: no process of the group is left; PermissionError: on macOS, only zombies are
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 for signum in (signal.SIGINT,) * interrupt + (signal.SIGTERM, signal.SIGKILL):
                     deadline = time.monotonic() + GRACE
                     os.killpg(process.pid, signum)
@@ -33,11 +34,17 @@ def end(process: "subprocess.Popen[bytes]", interrupt: bool) -> None:
                         os.killpg(process.pid, 0)
                         time.sleep(0.02)
         else:
-            if interrupt and process.poll() is None:
-                process.send_signal(getattr(signal, "CTRL_BREAK_EVENT", signal.SIGINT))  # SIGINT: simulated
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(GRACE)
-            subprocess.run(["taskkill", "/T", "/F", "/PID", str(process.pid)], capture_output=True, check=False)
+            try:
+                if interrupt and process.poll() is None:
+                    try:
+                        process.send_signal(getattr(signal, "CTRL_BREAK_EVENT", signal.SIGINT))  # SIGINT: simulated
+                    except (OSError, SystemError):  # no console to send it on (pythonw, a service), or the group gone
+                        pass
+                    else:
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            process.wait(GRACE)
+            finally:
+                subprocess.run(["taskkill", "/T", "/F", "/PID", str(process.pid)], capture_output=True, check=False)
     finally:
         process.wait()
         for signum, handler in handlers.items():
