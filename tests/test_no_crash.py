@@ -356,6 +356,21 @@ def run():
     except TypeError as exc:
         return type(exc).__name__
 """,
+    # Found by review: __iter__ read the iterator's type as a module global; another type assigned there was
+    # allocated and written into as if it were the iterator (a range_iterator came out broken).
+    "the compiled module's MetadataIterator rebound to another type": """
+def run():
+    try:
+        from fastcommon import fast_metadata
+    except ImportError:  # pure Python: nothing to rebind
+        return [("a", "1")]
+    own = fast_metadata.MetadataIterator
+    fast_metadata.MetadataIterator = type(iter(range(0)))
+    try:
+        return list(Metadata(("a", "1")))
+    finally:
+        fast_metadata.MetadataIterator = own
+""",
 }
 REPRODUCTION = """
 import json

@@ -222,7 +222,8 @@ cdef int _str_keys(object ordered) except -2:
     return found
 
 
-MetadataIterator = fastcommon_iterator_type()  # iterator.h
+cdef object _Iterator = fastcommon_iterator_type()  # iterator.h; read by __iter__ as C, not as a module global
+MetadataIterator = _Iterator
 cdef object _Function = fastcommon_function_type()  # function.h: what stands in for each method, a function to mock
 
 
@@ -306,7 +307,7 @@ cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ss
         @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
         def __iter__(self):
             fastcommon_count(counter)
-            return fastcommon_iterator_new(MetadataIterator, self, start)
+            return fastcommon_iterator_new(_Iterator, self, start)
         return __iter__
 
     if attribute == "__len__":
