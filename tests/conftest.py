@@ -72,9 +72,10 @@ else:
     GRPC_METADATUM, GRPC_METADATA_ORIGINALS = None, {}  # for the modules that import them, then skip
 
 # Under `python -m fastcommon run -m pytest`, this process is adopted by now (it has imported grpc), and every
-# child would inherit the adoption. The children the tests start are experiments with environments of their
-# own: they start as under plain python.
-os.environ.pop(helpers.REPORT_VARIABLE, None)
+# child would inherit the adoption (under compare, its records). The children the tests start are experiments with
+# environments of their own: they start as under plain python.
+for _variable in (helpers.REPORT_VARIABLE, *helpers.COMPARE_VARIABLES):
+    os.environ.pop(_variable, None)
 _PATHS = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path != helpers.BOOTSTRAP_DIR]
 if any(_PATHS):
     os.environ["PYTHONPATH"] = os.pathsep.join(_PATHS)

@@ -174,6 +174,7 @@ BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _environment.REPORT,
     _environment.REPORT_FILE,
 )
+COMPARE_VARIABLES = (_environment.COMPARE_PROCESSES, _environment.COMPARE_STOCK)  # what a process of compare's inherits
 flag = _environment.flag  # how fastcommon reads a flag of the environment
 launcher, grpc_imported = _launcher, _launcher.grpc_imported
 

@@ -22,11 +22,13 @@ import helpers
 from fastcommon import __main__ as command_line
 
 POSIX = pytest.mark.skipif(sys.platform == "win32", reason="process groups and POSIX signals")
-PYTEST = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
+PYTEST = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]  # the order as written
 ONCE = ["--reruns", "1"]  # where telling flaky from different is not the point: one run again each way
 IS_PATCHED = "grpc._common.encode.__module__ != 'grpc._common'"  # true in the patched run only
 SEGFAULTED = "-11 (SIGSEGV)" if os.name == "posix" else "11"  # os.kill's status: on Windows, TerminateProcess's
 KEPT = re.compile(r"^the output of every run is kept in (.+)$", re.MULTILINE)
+# Under AddressSanitizer (.ci/hardening) a SIGSEGV stays the kernel's: ASan would report it and abort instead.
+ASAN = {"ASAN_OPTIONS": f"{os.environ.get('ASAN_OPTIONS', '')}:handle_segv=0".lstrip(":")}
 
 # A suite with one test that passes stock and fails patched, and the outcomes pytest counts besides.
 PLANTED = f"""
@@ -105,7 +107,7 @@ def test_a_planted_difference_is_named_test_by_test_and_every_runs_output_kept(f
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines() == [
         "fastcommon compare: stock and patched differ in 1 of 6 tests",
-        "tests, stock -> patched (then alone, 1 time each way):",
+        "tests, stock -> patched (then the whole program 1 time more each way):",
         "  test_planted.py::test_encode_is_grpcs: passed -> failed, every time",
         f"the output of every run is kept in {kept(result)}",  # both exit 1: the teardown error
     ]
@@ -114,11 +116,11 @@ def test_a_planted_difference_is_named_test_by_test_and_every_runs_output_kept(f
         with open(os.path.join(kept(result), f"{name}.stdout")) as stdout:
             assert "1 error" in stdout.read()  # the program's own output, not the terminal's
     with open(os.path.join(kept(result), "patched-rerun-1.stdout")) as stdout:
-        assert "1 failed, 5 deselected" in stdout.read()  # the differing test again, alone
+        assert "1 failed, 3 passed, 1 skipped, 1 xfailed, 1 error" in stdout.read()  # the whole program again
     written = json.loads((folder / "verdict.json").read_text())  # --json: the verdict, the runs, every test's outcomes
     assert (written["verdict"], written["status"], written["lines"]) == ("different", 1, result.stdout.splitlines())
     assert [run["name"] for run in written["runs"]] == ["stock run", "patched run", "stock rerun 1", "patched rerun 1"]
-    assert all(run["seconds"] > 0 for run in written["runs"])
+    assert all(run["seconds"] > 0 and run["status"] == 1 and not run["signal"] for run in written["runs"])
     assert written["tests"]["test_planted.py::test_encode_is_grpcs"] == {
         "stock": ["passed", "passed"],
         "patched": ["failed", "failed"],
@@ -142,17 +144,16 @@ def test_the_same_suite_is_one_line_counted_as_pytest_counts_it_and_nothing_is_k
     assert compares_folders(folder) == []
 
 
-def test_a_collection_error_and_tests_not_run_are_outcomes(folder):
+def test_a_collection_error_leaves_a_run_incomplete_and_is_listed_with_the_tests_not_run(folder):
     write(folder, "test_module.py", f"import grpc._common\nassert not {IS_PATCHED}\n\ndef test_runs():\n    pass\n")
     result = compare("--reruns", "0", *PYTEST, cwd=folder)
-    assert result.returncode == 1
-    assert result.stdout.splitlines()[:4] == [
-        "fastcommon compare: stock and patched differ in 2 of 2 tests and the exit status",
+    assert (result.returncode, result.stdout.splitlines()[:5]) == (7, [
+        "fastcommon compare: incomplete: 1 of 1 test did not end in both runs, the first test_module.py::test_runs",
         "tests, stock -> patched:",
         "  test_module.py: not run -> error",
         "  test_module.py::test_runs: passed -> not run",
-    ]
-    assert "exit status: stock 0, patched 2" in result.stdout
+        "the patched run ended, exit status 2; 1 test never started",
+    ]), result.stderr  # fmt: skip
 
 
 def test_many_differences_show_50_and_no_line_is_over_160_characters_but_a_longer_node_id(folder):
@@ -293,9 +294,10 @@ def test_a_program_that_patches_grpc_itself_is_not_compared_as_if_its_first_run_
     write(folder, "test_adopted.py", "import fastcommon\n\ndef test_stock():\n    assert not fastcommon.is_patched()\n")
     for first in ([], ["--patched-first"]):  # the verdict quotes the stock run, whichever ran first
         result = compare(*first, *PYTEST, "test_adopted.py", cwd=folder)
-        assert (result.returncode, result.stdout.splitlines()[0]) == (8, "fastcommon compare: nothing compared: grpc "
-            "was patched when the stock run's tests ended: the program calls fastcommon.patch() itself (stock run, "
-            "exit status 1)"), result.stderr  # fmt: skip
+        first_line, argv = re.sub(r"pid \d+", "pid N", result.stdout).splitlines()[:2]
+        assert (result.returncode, first_line) == (8, "fastcommon compare: nothing compared: a process of the stock "
+            "run left grpc patched, pid N, at its exit"), result.stderr  # fmt: skip
+        assert argv.endswith(" -m pytest -q -p no:cacheprovider -p no:randomly test_adopted.py")
 
 
 @POSIX
@@ -338,63 +340,183 @@ def test_a_crash_names_the_test_it_ended_in_and_what_never_ran(folder):
     )
     both = compare(*PYTEST, "test_crash.py", "-k", "not segfaults", cwd=folder)
     assert (both.returncode, both.stdout.splitlines()[:3]) == (7, [
-        "fastcommon compare: the same as far as both ran, but both ended early (exit status 3)",
-        "the stock run ended during test_crash.py::test_exits, exit status 3; 1 test after it never ran",
-        "the patched run ended during test_crash.py::test_exits, exit status 3; 1 test after it never ran",
+        "fastcommon compare: incomplete: 2 of 3 tests did not end in both runs, the first test_crash.py::test_exits",
+        "the stock run ended during test_crash.py::test_exits, exit status 3; 1 test never started",
+        "the patched run ended during test_crash.py::test_exits, exit status 3; 1 test never started",
     ]), both.stderr  # fmt: skip
-    # Under AddressSanitizer (.ci/hardening) the signal stays the kernel's: ASan would report it and abort instead.
-    asan = {"ASAN_OPTIONS": f"{os.environ.get('ASAN_OPTIONS', '')}:handle_segv=0".lstrip(":")}
-    patched = compare(*ONCE, *PYTEST, "test_crash.py", "-k", "segfaults", cwd=folder, env=asan)
-    assert (patched.returncode, patched.stdout.splitlines()[:3]) == (1, [
-        "fastcommon compare: stock and patched differ in 1 of 1 tests and the exit status",
-        "tests, stock -> patched (then alone, 1 time each way):",
-        f"  test_crash.py::test_segfaults_patched: passed -> process ended: exit status {SEGFAULTED}, every time",
+    patched = compare(*ONCE, *PYTEST, "test_crash.py", "-k", "segfaults", cwd=folder, env=ASAN)
+    assert (patched.returncode, patched.stdout.splitlines()[:4]) == (7, [
+        "fastcommon compare: incomplete: 1 of 1 test did not end in both runs, the first "
+        "test_crash.py::test_segfaults_patched",
+        "tests, stock -> patched:",
+        f"  test_crash.py::test_segfaults_patched: passed -> process ended: exit status {SEGFAULTED}",
+        f"the patched run ended during test_crash.py::test_segfaults_patched, exit status {SEGFAULTED}",
     ]), patched.stderr  # fmt: skip
 
 
 # ------------------------------------------------------------------ flaky apart from different
 
 
-COUNTED = """
-    import os, grpc
+COUNTED = f"""
+    import os, grpc._common
 
     def executions(name):
         count = int(open(name).read()) + 1 if os.path.exists(name) else 1
         open(name, "w").write(str(count))
         return count
 
-    def test_flaky():  # fails on its 2nd and 3rd runs: patched, then stock again
+    def test_flaky():  # fails on its 2nd and 3rd runs
         assert executions("flaky.count") not in (2, 3)
 
-    def test_once_patched():  # fails on its 2nd run only: patched
-        assert executions("once.count") != 2
+    def test_first_only():  # passes on its 1st run only
+        assert executions("first.count") == 1
+
+    def test_patched():
+        assert not {IS_PATCHED}
 
     def test_steady():
         pass
 """
 
 
-def test_a_test_flaky_stock_too_is_told_apart_from_one_that_differs_only_patched(folder):
+def test_a_test_flaky_either_way_is_told_apart_from_one_that_differs_every_time(folder):
     write(folder, "test_counted.py", COUNTED)
     result = compare(*ONCE, *PYTEST, cwd=folder)
-    assert (result.returncode, result.stdout.splitlines()[:6]) == (1, [
-        "fastcommon compare: stock and patched differ in 1 of 3 tests and the exit status",
-        "tests, stock -> patched (then alone, 1 time each way):",
-        "  test_counted.py::test_once_patched: passed -> failed, in 1 of 2 patched runs; every stock run: passed",
-        "flaky: their outcome changes between stock runs too (not a difference):",
+    assert (result.returncode, result.stdout.splitlines()[:7]) == (1, [
+        "fastcommon compare: stock and patched differ in 1 of 4 tests and the exit status",
+        "tests, stock -> patched (then the whole program 1 time more each way):",
+        "  test_counted.py::test_patched: passed -> failed, every time",
+        "flaky: one way's runs gave both outcomes (not a difference):",
+        "  test_counted.py::test_first_only: stock passed, failed; patched failed, failed",
         "  test_counted.py::test_flaky: stock passed, failed; patched failed, passed",
         "exit status: stock 0, patched 1",
     ]), result.stderr  # fmt: skip
     for count in folder.glob("*.count"):
         count.unlink()
-    flaky = compare(*ONCE, *PYTEST, "-k", "not once", cwd=folder)
-    assert (flaky.returncode, flaky.stdout.splitlines()[0]) == (
-        0, "fastcommon compare: the same, test by test, stock and patched, but for 1 flaky test: 2 passed (exit "
-        "status 0)")  # fmt: skip
-    for count in folder.glob("*.count"):
-        count.unlink()
-    unchecked = compare("--reruns", "0", *PYTEST, "-k", "not once", cwd=folder)
+    unchecked = compare("--reruns", "0", *PYTEST, "-k", "not patched", cwd=folder)
     assert unchecked.returncode == 1 and "test_flaky: passed -> failed" in unchecked.stdout
+
+
+# ------------------------------------------------------------------ the invariants (each case failed on main 6f74397)
+
+
+def test_a_difference_that_needs_an_earlier_tests_state_is_not_read_as_flaky(folder):
+    """Run again alone, the test fails both ways; in its context (the tests before it), it differs every time."""
+    state = f"import grpc._common\nstate = []\n\ndef test_sets_up():\n    state.append(1)\n\ndef test_needs_it():\n" \
+        f"    assert state and not {IS_PATCHED}\n"  # fmt: skip
+    write(folder, "test_state.py", state)
+    result = compare(*ONCE, *PYTEST, cwd=folder)
+    assert (result.returncode, result.stdout.splitlines()[2]) == (
+        1, "  test_state.py::test_needs_it: passed -> failed, every time"), result.stdout  # fmt: skip
+
+
+CRASHED = "import os, signal, grpc, pytest, unittest\n"  # each a way both runs end after a test's call, and its runner
+CRASHES_AFTER_A_CALL = {
+    "a fixture's teardown": (PYTEST, "@pytest.fixture\ndef crashes():\n    yield\n    os._exit(3)\n\n"
+                             "def test_ends(crashes):\n    pass\n\ndef test_after():\n    pass\n"),
+    "a module fixture's teardown, SIGSEGV": (PYTEST, "@pytest.fixture(scope='module')\ndef crashes():\n    yield\n"
+                                             "    os.kill(os.getpid(), signal.SIGSEGV)\n\ndef test_ends(crashes):\n"
+                                             "    pass\n"),
+    "tearDownClass": (["-m", "unittest"], "class Crashes(unittest.TestCase):\n    @classmethod\n"
+                      "    def tearDownClass(cls):\n        os._exit(3)\n\n    def test_ends(self):\n        pass\n"),
+    "after a subtest": (["-m", "unittest"], "class Crashes(unittest.TestCase):\n    def test_subtests(self):\n"
+                        "        for i in range(2):\n            with self.subTest(i=i):\n                if i:\n"
+                        "                    os._exit(3)\n"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CRASHES_AFTER_A_CALL)
+def test_a_crash_after_a_tests_call_leaves_both_runs_incomplete(folder, case):
+    if "SIGSEGV" in case and sys.platform == "win32":
+        pytest.skip("POSIX signals")
+    runner, source = CRASHES_AFTER_A_CALL[case]
+    write(folder, "test_crash.py", CRASHED + source)
+    result = compare(*runner, "test_crash" + ".py" * (runner == PYTEST), cwd=folder, env=ASAN)
+    tests = "2 of 2 tests" if "test_after" in source else "1 of 1 test"
+    assert (result.returncode, result.stdout.splitlines()[0].split(", the first ")[0]) == (
+        7, f"fastcommon compare: incomplete: {tests} did not end in both runs"), result.stdout  # fmt: skip
+
+
+@pytest.mark.parametrize("stop", [["-x"], ["--maxfail", "1"], ["-f"]], ids=["-x", "--maxfail", "unittest -f"])
+def test_tests_run_in_neither_run_leave_both_incomplete(folder, stop):
+    write(folder, "test_stops.py", "import unittest, grpc\n\nclass T(unittest.TestCase):\n    def test_1_fails(self):\n"
+          "        self.fail()\n\n    def test_2_never(self):\n        pass\n")  # fmt: skip
+    runner = ["-m", "unittest", *stop, "test_stops"] if stop == ["-f"] else [*PYTEST, *stop, "test_stops.py"]
+    result = compare(*runner, cwd=folder)
+    assert (result.returncode, result.stdout.splitlines()[:3]) == (7, [
+        f"fastcommon compare: incomplete: 1 of 2 tests did not end in both runs, the first {NEVER[stop[0] == '-f']}",
+        "the stock run ended, exit status 1; 1 test never started",
+        "the patched run ended, exit status 1; 1 test never started",
+    ]), result.stdout + result.stderr  # fmt: skip
+
+
+NEVER = ("test_stops.py::T::test_2_never", "test_stops.T.test_2_never")  # under pytest, under unittest
+SERVER = "import subprocess, sys, grpc\n\ndef test_starts_a_server():\n    subprocess.run([sys.executable, '-c', " \
+    "'import grpc, fastcommon; fastcommon.patch()'], check=True)\n"  # fmt: skip
+
+
+@pytest.mark.parametrize("program, run, seen", [
+    (["-c", "import grpc, fastcommon; fastcommon.patch()"], "stock run", "left grpc patched, pid N, at its exit"),
+    ([*PYTEST, "test_server.py"], "stock run", "left grpc patched, pid N, at its exit"),  # a child process
+    (["-c", "import grpc, fastcommon; fastcommon.unpatch()"], "patched run", "left grpc stock, pid N, at its exit"),
+    (["-c", "import subprocess, sys; subprocess.run([sys.executable, '-m', 'fastcommon', 'run', '-c', 'import grpc'])"],
+     "stock run", "found grpc patched, pid N, at its import"),  # run, in the stock run: patched
+], ids=["patch() in a script", "patch() in a suite's child", "unpatch() at import", "run, in the stock run"],
+)  # fmt: skip
+def test_a_process_that_is_not_what_its_run_is_named_leaves_nothing_compared(folder, program, run, seen):
+    write(folder, "test_server.py", SERVER)
+    result = compare(*program, cwd=folder)
+    first = re.sub(r"pid \d+", "pid N", result.stdout.splitlines()[0])
+    assert (result.returncode, first) == (8, f"fastcommon compare: nothing compared: a process of the {run} {seen}"), (
+        result.stdout + result.stderr
+    )
+
+
+def test_both_runs_get_one_hash_seed_and_one_pytest_randomly_seed(folder):
+    pytest.importorskip("pytest_randomly")
+    tests = "".join(
+        f"def test_{n}():\n    order.append({n})\n    assert order[0] != {n} or {n} % 2\n\n" for n in range(6)
+    )
+    write(folder, "test_order.py", f"import grpc\norder = []\n\n{tests}")  # which runs first fails, or passes
+    ordered = compare("--stdout", "--json", "verdict.json", "-m", "pytest", "-p", "no:cacheprovider", cwd=folder)
+    assert ordered.returncode == 0 and ", the same standard output)" in ordered.stdout, ordered.stdout
+    pinned = json.loads((folder / "verdict.json").read_text())["pinned"]
+    assert pinned["PYTHONHASHSEED"] == pinned["--randomly-seed"] and int(pinned["--randomly-seed"]) > 0
+    hashed = compare("--stdout", "-c", "import grpc; print(hash('x'), {'a', 'b', 'c', 'd'})", cwd=folder)
+    assert hashed.returncode == 0, hashed.stdout
+    given = compare("--stdout", "-c", "import grpc, os; print(os.environ['PYTHONHASHSEED'])", cwd=folder,
+                    env={"PYTHONHASHSEED": "7"})  # fmt: skip
+    assert given.returncode == 0 and "where the program has none: --randomly-seed=" in given.stderr, given.stderr
+
+
+@pytest.mark.parametrize("first", [[], ["--patched-first"]], ids=["stock first", "patched first"])
+def test_either_order_of_the_runs_judges_a_flaky_test_alike(folder, first):
+    write(folder, "test_counted.py", COUNTED)
+    result = compare(*first, *ONCE, *PYTEST, "-k", "first_only", cwd=folder)
+    assert (result.returncode, result.stdout.splitlines()[0]) == (0, "fastcommon compare: the same, test by test, "
+        f"stock and patched, but for 1 flaky test: 1 {'failed' if first else 'passed'} (exit status {len(first)})"), (
+        result.stdout)  # fmt: skip
+
+
+def test_outputs_compare_in_linear_time_and_never_as_the_same_where_they_differ(folder):
+    """100,000 lines: difflib's quadratic comparison took about 25 minutes; the timeout is a bound, not a timing."""
+    program = (
+        f"import grpc._common\nlines = [str(n % 10) for n in range(100_000)]\nif {IS_PATCHED}:\n"
+        "    lines[50_000] = 'x'\n    lines[70_000:70_002] = lines[70_001], lines[70_000]\nprint(*lines, sep='\\n')\n"
+    )
+    write(folder, "many.py", program)
+    result = compare("--stdout", "many.py", cwd=folder, timeout=120)
+    assert (result.returncode, result.stdout.splitlines()[:4]) == (1, [
+        "fastcommon compare: stock and patched differ in the standard output",
+        "stdout, the lines that differ:",
+        "  stock:   line 50,001: 0",
+        "  patched: line 50,001: x",
+    ]), result.stdout  # fmt: skip
+    assert "fastcommon compare: stdout: comparing 100,000 lines with 100,000" in result.stderr.splitlines()
+    write(folder, "many.py", program.replace("lines[50_000] = 'x'", "pass"))  # the same lines, two in another order
+    reordered = compare("--stdout", "many.py", cwd=folder, timeout=120)
+    assert (reordered.returncode, reordered.stdout.splitlines()[2:4]) == (1, [
+        "  stock:   line 70,001: 0", "  patched: line 70,001: 1"]), reordered.stdout  # fmt: skip
 
 
 def test_a_test_the_program_reruns_counts_as_it_ended(folder):
@@ -469,13 +591,13 @@ def test_pytest_plugins_that_the_programs_conftest_sets_is_kept(folder):
     assert result.stdout.endswith(": 1 passed (exit status 0)\n"), result.stdout + result.stderr
 
 
-def test_xdist_workers_are_compared_through_their_controller_and_rerun_in_it(folder):
+def test_xdist_workers_are_compared_through_their_controller(folder):
     pytest.importorskip("xdist")
     write(folder, "test_planted.py", PLANTED)
     result = compare(*ONCE, *PYTEST, "-n", "2", "test_planted.py", cwd=folder)
     assert result.stdout.splitlines()[2] == "  test_planted.py::test_encode_is_grpcs: passed -> failed, every time"
     with open(os.path.join(kept(result), "patched-rerun-1.stdout")) as rerun:
-        assert "1 failed, 5 deselected" in rerun.read() and "workers" not in rerun.read()
+        assert "1 failed, 3 passed, 1 skipped, 1 xfailed, 1 error" in rerun.read()
 
 
 # ------------------------------------------------------------------ statuses, output, progress
@@ -536,10 +658,10 @@ def test_output_that_differs_shows_every_differing_line_so_that_the_difference_s
         "stdout, the lines that differ:",
         "  stock:   line 2: value: 42",
         "  stock:   line 3: pid N",
-        "  patched: line 2: 'value: 42 '",
-        "  patched: line 3: pid N",
         "  stock:   line 5: ''",
         "  stock:   line 6: caf\u00e9",
+        "  patched: line 2: 'value: 42 '",
+        "  patched: line 3: pid N",
         "  patched: line 5: '\\x1b[0m'",
         "  patched: line 6: 'caf\\xe9'",
     ]), result.stderr  # fmt: skip
@@ -660,7 +782,7 @@ def test_a_signal_to_compare_stops_the_run_and_leaves_no_process_nor_folder(fold
 def test_a_run_over_its_timeout_is_stopped_and_its_output_kept(folder):
     program = "import os, time, grpc; open('pid', 'w').write(str(os.getpid())); print('started', flush=True); " \
         "time.sleep(600)"  # fmt: skip
-    result = compare("--timeout", "5", "-c", program, cwd=folder)
+    result = compare("--timeout", "5", "--json", "verdict.json", "-c", program, cwd=folder)
     assert (result.returncode, result.stdout.splitlines()[0]) == (
         124,
         "fastcommon compare: nothing compared: the stock run took over 5 s (--timeout), and was stopped",
@@ -668,3 +790,5 @@ def test_a_run_over_its_timeout_is_stopped_and_its_output_kept(folder):
     with open(os.path.join(kept(result), "stock-run.stdout")) as stdout:
         assert stdout.read() == "started\n"
     assert not alive(int((folder / "pid").read_text()))
+    (ran,) = json.loads((folder / "verdict.json").read_text())["runs"]  # how it ended (SIGINT: Python re-raises it)
+    assert (ran["status"], ran["signal"], ran["stopped"]) == (-2, "SIGINT", "timed out") and ran["seconds"] >= 5

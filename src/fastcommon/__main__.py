@@ -35,15 +35,15 @@ COMPARE_DESCRIPTION = """\
 Run a program twice, stock (as plain python runs it, even under run), then patched (as run runs
 it), each in a process group of its own with an empty stdin, and say whether anything differs: the
 exit status; under pytest or python -m unittest, each test's outcome, test by test; with --stdout
-or --stderr, that output. A test that differs runs again, alone, stock and patched (--reruns), so
-that a flaky test is told apart. Progress goes to stderr, the verdict to stdout.
+or --stderr, that output. Where a test differs, the whole program runs again, stock and patched
+(--reruns), so that a flaky test is told apart. Progress goes to stderr, the verdict to stdout.
 
 Exit status: 0 the same; 1 something differs; 2 a usage error; nothing compared: 3 the program could
 not start, 4 its pytest or unittest refused its arguments, 5 it ran no test, 6 no process of the
-patched run imported grpc, 7 both runs ended early, in the same test, 8 grpc was patched at the end
-of the stock run (the program's own fastcommon.patch()); 124 a run took longer than
---timeout; 128 + the signal's number where one stopped it: 130 SIGINT, 143 SIGTERM, 129 SIGHUP,
-149 SIGBREAK (Windows); each run's processes are stopped too.
+patched run imported grpc (or patched it), 7 a test did not end in both runs (a crash, -x), 8 a
+process found or left grpc otherwise than its run is named (its own fastcommon.patch(), unpatch());
+124 a run took longer than --timeout; 128 + the signal's number where one stopped it: 130 SIGINT,
+143 SIGTERM, 129 SIGHUP, 149 SIGBREAK (Windows); each run's processes are stopped too.
 
 examples:
   python -m fastcommon compare -m pytest -q tests
@@ -80,7 +80,7 @@ def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
     compare.add_argument("--ignore", metavar="REGEX", action="append", default=[],
                          help="leave what it matches out of --stdout's, --stderr's comparison (pytest's timing is)")
     compare.add_argument("--reruns", metavar="N", type=int, default=RERUNS,
-                         help=f"run each test that differs again, alone, N times each way ({RERUNS}; 0: never)")
+                         help=f"where a test differs, run the program N times more each way ({RERUNS}; 0: never)")
     compare.add_argument("--timeout", metavar="SECONDS", type=float,
                          help="stop a run that takes longer: SIGINT, SIGTERM, then SIGKILL; on Windows Ctrl-Break, "
                          "then its tree killed (exit status 124)")

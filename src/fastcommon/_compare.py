@@ -1,13 +1,14 @@
 """`python -m fastcommon compare`: a program run stock and patched, each in a process group of its own, with what it
-recorded (_recording.py); the tests that differ run again, alone, to tell flaky from different; and the verdict, a
-value whose text is written in one place (Verdict.lines), read by the command line, --json and the tests."""
+recorded (_recording.py); where tests differ, the whole program again, each way, to tell flaky from different; and the
+verdict, a value whose text is written in one place (Verdict.lines), read by the command line, --json and the tests.
+"The same" only where every invariant of docs/adoption.md holds; else the verdict names the first that does not."""
 
 import contextlib
 import dataclasses
-import difflib
 import io
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -23,7 +24,7 @@ from . import _environment, _launcher, _processes, _recording, _report
 
 # compare's exit status for each verdict (docs/adoption.md); stopped by a signal: 128 + its number, as a shell says
 STATUSES = {"same": 0, "different": 1, "not started": 3, "refused": 4, "no tests": 5, "not patched": 6,
-            "incomplete": 7, "stock patched": 8, "timed out": 124}  # fmt: skip
+            "incomplete": 7, "not as named": 8, "timed out": 124}  # fmt: skip
 REFUSING = {"pytest": 4, "unittest": 2}  # each runner's exit status when it refuses its arguments
 COUNTED = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")  # pytest's order in its summary line
 PYTHON_REFUSED = r"  .+: (can't open file |No module named |Error while finding module specification )"
@@ -32,6 +33,7 @@ NOT_RUN = "not run"
 OUTPUTS = {"stdout": "standard output", "stderr": "standard error"}  # --stdout, --stderr: what they compare
 SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines shown, stderr lines quoted
 EVERY = 10  # seconds between progress lines
+SIGNALS = {-signum: signum.name for signum in signal.Signals}  # a process's status where a signal ended it
 
 
 class Stopped(Exception):
@@ -41,8 +43,7 @@ class Stopped(Exception):
     deferred: ClassVar[list[str]] = []
 
     def __init__(self, kind: str) -> None:
-        self.kind, self.run = kind, ""
-        self.running: str | None = None
+        self.kind, self.run, self.running = kind, "", ""
 
 
 @dataclasses.dataclass
@@ -50,44 +51,42 @@ class Run:
     """One run of the program: how it ended, and what its test runner recorded (runner None: none did)."""
 
     name: str
-    prefix: str  # its files: .stdout, .stderr, .records (.only, .cache: _recording.py)
+    prefix: str  # its files: .stdout, .stderr, .records (.cache: _recording.py)
     status: int = 0
     seconds: float = 0.0
+    stopped: str | None = None  # by compare: "timed out", or the signal that stopped compare
     runner: str | None = None
-    collected: list[str] | None = None
+    tests: list[str] = dataclasses.field(default_factory=list)  # collected or started, in order
+    started: list[str] = dataclasses.field(default_factory=list)
+    ended: set[str] = dataclasses.field(default_factory=set)  # setup, call and teardown (or unittest's) all done
     outcomes: dict[str, str] = dataclasses.field(default_factory=dict)
-    reruns: Counter[str] = dataclasses.field(default_factory=Counter)
-    running: str | None = None  # the test that had started, and not ended, when the process ended
-    patched: int | None = None  # the most names a process of it patched; None: no process patched grpc
-    patched_at_end: bool = False  # fastcommon had grpc patched when the test runner ended (the program's patch())
+    reruns: int = 0  # pytest-rerunfailures': a test counts as it ended
+    running: list[str] = dataclasses.field(default_factory=list)  # started, not ended, when the process ended
+    processes: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # grpc's state as each process saw it
 
     def read(self) -> "Run":
         """Read what the run recorded so far (a line still being written has no end yet)."""
         path = Path(self.prefix + ".records")
         records = [json.loads(line) for line in path.read_bytes().split(b"\n")[:-1]] if path.exists() else []
-        last = {key: value for record in records for key, value in record.items()}  # each fact as last recorded
-        self.runner, self.collected = last.get("runner"), last.get("collected")
-        self.patched = max((record["patched"] for record in records if "patched" in record), default=None)
-        self.patched_at_end = any(record.get("patched_at_end") for record in records)
-        self.running, self.reruns = None, Counter()
+        self.runner = next((record["runner"] for record in records if "runner" in record), None)
+        self.processes = [record for record in records if "pid" in record]
+        self.started = [record["started"] for record in records if "started" in record]
+        self.ended = {test for record in records for test in record.get("ended", ())}
+        self.tests = list(dict.fromkeys([test for one in records for test in one.get("collected", ())] + self.started))
+        self.reruns = sum(record.get("outcome") == "rerun" for record in records)
         categories: dict[str, list[str]] = {}
         for record in records:
-            self.running = record.get("started", self.running)
-            if "test" in record:
-                self.running = None if record["test"] == self.running else self.running
-                if record["outcome"] == "rerun":  # pytest-rerunfailures: what counts is how the test ended
-                    self.reruns[record["test"]] += 1
-                else:
-                    categories.setdefault(record["test"], []).append(record["outcome"])
+            if record.get("outcome", "rerun") != "rerun":
+                categories.setdefault(record["test"], []).append(record["outcome"])
+        self.running = [test for test in self.started if test not in self.ended]
         self.outcomes = {test: "+".join(each) for test, each in categories.items()}
-        self.running = None if "finished" in last else self.running
-        if self.running:
-            self.outcomes[self.running] = f"process ended: exit status {status_text(self.status)}"
+        self.outcomes |= {test: f"process ended: exit status {status_text(self.status)}" for test in self.running}
         return self
 
-    def tail(self) -> list[str]:
+    def tail(self) -> tuple[str, ...]:
         """The last lines of its stderr."""
-        return Path(self.prefix + ".stderr").read_bytes().decode(errors="backslashreplace").strip().splitlines()[-TAIL:]
+        text = Path(self.prefix + ".stderr").read_bytes().decode(errors="backslashreplace")
+        return tuple(text.strip().splitlines()[-TAIL:])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +97,7 @@ class Verdict:
     headline: str
     details: tuple[str, ...] = ()
     kept: str | None = None  # the folder that keeps every run's output
-    tests: dict[str, Any] = dataclasses.field(default_factory=dict)  # each test's outcomes, for --json
+    tests: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # each test's "stock", "patched"
 
     @property
     def status(self) -> int:
@@ -116,14 +115,17 @@ def compare(program: list[str], options: Any) -> int:
             stream.reconfigure(errors="backslashreplace")
     folder = tempfile.mkdtemp(prefix="fastcommon-compare-")
     runs: list[Run] = []
+    seed = str(random.randrange(1, 2**32))  # 0 would turn hash randomization off; pytest-randomly's where it runs
+    pinned = ({"PYTHONHASHSEED": seed} if "PYTHONHASHSEED" not in os.environ else {}) | {"--randomly-seed": seed}
+    progress("pinned in every run, where the program has none: " + ", ".join(f"{k}={v}" for k, v in pinned.items()))
     handlers = {signum: signal.signal(signum, stopped) for signum in _processes.STOPPING}
     try:
-        verdict = judge(program, options, folder, runs)
+        verdict = judge(program, options, folder, runs, pinned)
     except Stopped as stop:
         running = f", in {stop.running}" if stop.running else ""
         if stop.kind == "timed out":
             took = f"the {stop.run} took over {options.timeout:g} s (--timeout){running}, and was stopped"
-            verdict = Verdict(stop.kind, f"nothing compared: {took}", tuple(runs[-1].tail()), folder)
+            verdict = Verdict(stop.kind, f"nothing compared: {took}", runs[-1].tail(), folder)
         else:
             during = f" during the {stop.run}{running}" if stop.run else ""
             verdict = Verdict(stop.kind, f"stopped by {stop.kind}{during}; nothing compared")
@@ -135,8 +137,9 @@ def compare(program: list[str], options: Any) -> int:
             signal.signal(signum, handler)
     lines = verdict.lines() + (report_lines(os.path.join(folder, "report.jsonl")) if options.report else [])
     if options.json:
-        ran = [{"name": run.name, "status": run.status, "seconds": round(run.seconds, 3)} for run in runs]
-        data = {"verdict": verdict.kind, "status": verdict.status, "lines": lines, "runs": ran, "tests": verdict.tests}
+        data = {"verdict": verdict.kind, "status": verdict.status, "lines": lines, "pinned": pinned, "runs": [
+            {"name": run.name, "status": run.status, "signal": SIGNALS.get(run.status), "stopped": run.stopped,
+             "seconds": round(run.seconds, 3)} for run in runs], "tests": verdict.tests}  # fmt: skip
         Path(options.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
     if not verdict.kept:
         shutil.rmtree(folder, ignore_errors=True)
@@ -150,38 +153,38 @@ def stopped(signum: int, frame: Any) -> None:
     Stopped.deferred.append(signal.Signals(signum).name)
 
 
-def judge(program: list[str], options: Any, folder: str, runs: list[Run]) -> Verdict:
-    """Run the program stock and patched (``options.patched_first``: patched first), the differing tests again."""
+def judge(program: list[str], options: Any, folder: str, runs: list[Run], pinned: dict[str, str]) -> Verdict:
+    """Run the program stock and patched (``options.patched_first``: patched first), then again where tests differ."""
     order = (True, False) if options.patched_first else (False, True)
 
-    def go(patched: bool, again: int = 0, only: list[str] | None = None) -> Run:
+    def go(patched: bool, again: int = 0) -> Run:
         name = ("patched" if patched else "stock") + (f" rerun {again}" if again else " run")
         report = os.path.join(folder, "report.jsonl") if options.report and patched and not again else None
         runs.append(Run(name, os.path.join(folder, name.replace(" ", "-"))))
-        return run(runs[-1], program, options, report, only)
+        return run(runs[-1], program, options, report, pinned["--randomly-seed"])
 
     first = go(order[0])
     if verdict := nothing_compared([first], folder):
         return verdict
     second = go(order[1])
     stock, patched = (second, first) if options.patched_first else (first, second)
-    if verdict := nothing_compared([first, second], folder):  # the second run last, whichever it is
-        return verdict
-    tests = sorted(stock.outcomes.keys() | patched.outcomes.keys())
-    outcomes = {test: ([stock.outcomes.get(test, NOT_RUN)], [patched.outcomes.get(test, NOT_RUN)]) for test in tests}
-    differing = [test for test, (before, after) in outcomes.items() if before != after]
-    for again in range(1, options.reruns + 1 if differing else 1):  # the differing tests alone, each way in turn
+    outcomes = {test: {"stock": [stock.outcomes.get(test, NOT_RUN)], "patched": [patched.outcomes.get(test, NOT_RUN)]}
+                for test in sorted(stock.outcomes.keys() | patched.outcomes.keys())}  # fmt: skip
+    differing = [test for test, ways in outcomes.items() if ways["stock"] != ways["patched"]]
+    if verdict := nothing_compared([first, second], folder) or incomplete(stock, patched, outcomes, differing, folder) \
+            or not_as_named(runs, folder):  # fmt: skip
+        return verdict  # (the second run last in nothing_compared's, whichever it is)
+    for again in range(1, options.reruns + 1 if differing else 1):  # each test in its context: the whole program
         for each in order:
-            rerun = go(each, again, differing)
-            for test in differing:  # where it ran, or was collected in a run that did not end early
-                if test in rerun.outcomes or (test in (rerun.collected or ()) and not rerun.running):
-                    outcomes[test][each].append(rerun.outcomes.get(test, NOT_RUN))  # each: 0 stock, 1 patched
-    return verdict_of(stock, patched, outcomes, differing, options, folder)
+            rerun = go(each, again)
+            for test in differing:  # where it ran, or was not run in a run where every test ended
+                if test in rerun.outcomes or set(rerun.tests) <= rerun.ended:
+                    outcomes[test]["patched" if each else "stock"].append(rerun.outcomes.get(test, NOT_RUN))
+    return not_as_named(runs, folder) or verdict_of(stock, patched, outcomes, differing, options, folder)
 
 
 def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
-    """The verdict where these runs (in the order they ran) leave nothing to compare: the program did not start, its
-    test runner refused its arguments or ran no test, or no process of the patched run patched grpc; else None."""
+    """The verdict where these runs (as they ran) leave nothing to compare: no start, arguments refused, no test."""
     last = runs[-1]
     said = f"{last.name}, exit status {status_text(last.status)}"
     tail = tuple(f"  {line}" for line in last.tail())
@@ -193,38 +196,55 @@ def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
     if len(runs) == 2 and all(run.runner and not run.outcomes for run in runs):
         statuses = ", ".join(f"{run.name} {status_text(run.status)}" for run in runs)
         return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail, folder)
-    stock = next((run for run in runs if run.name == "stock run"), None)
-    if stock and stock.patched_at_end:  # the program's own fastcommon.patch(), left in place: it never ran stock
-        what = "grpc was patched when the stock run's tests ended: the program calls fastcommon.patch() itself"
-        return Verdict("stock patched", f"nothing compared: {what} ({said})", tail, folder)
-    patched = next((run for run in runs if run.name == "patched run"), None)
-    if patched and not patched.patched:
-        imported = "imported grpc, but fastcommon patched nothing (see python -m fastcommon check)"
-        what = imported if patched.patched == 0 else "imported grpc, so fastcommon patched nothing"
-        return Verdict("not patched", f"nothing compared: no process of the patched run {what} ({said})", tail, folder)
     return None
 
 
-def verdict_of(stock: Run, patched: Run, outcomes: dict[str, tuple[list[str], list[str]]], differing: list[str],
+def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
+               folder: str) -> Verdict | None:  # fmt: skip
+    """The verdict where a test that either run collected did not end in both (a crash, -x); else None."""
+    tests = list(dict.fromkeys(stock.tests + patched.tests))
+    unended = [test for test in tests if test not in stock.ended or test not in patched.ended]
+    if not unended:
+        return None
+    details = difference_lines(outcomes, differing)
+    for run in (stock, patched):
+        if (never := sum(test not in run.started for test in tests)) or run.running:
+            during = f" during {', '.join(run.running)}" if run.running else ""
+            never_started = f"; {plural(never, 'test')} never started" if never else ""
+            details.append(f"the {run.name} ended{during}, exit status {status_text(run.status)}{never_started}")
+    first = f"{len(unended):,} of {plural(len(tests), 'test')} did not end in both runs, the first {unended[0]}"
+    return Verdict("incomplete", f"incomplete: {first}", tuple(details), folder, outcomes)
+
+
+def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
+    """The verdict where a process of a run found grpc at its import, or left it, otherwise than the run is named."""
+    for run in runs:
+        patched, ends = run.name.startswith("patched"), {record["pid"]: record for record in run.processes}
+        if not (found := [record for record in run.processes if record["at"] == "import"]) and patched:
+            what = f"imported grpc, so fastcommon patched nothing ({run.name}, exit status {status_text(run.status)})"
+            return Verdict("not patched", f"nothing compared: no process of the {run.name} {what}", run.tail(), folder)
+        for seen, record in [*(("found", each) for each in found), *(("left", each) for each in ends.values())]:
+            if record["patched"] != patched:  # at its import: the gate's doing; at its end, the program's
+                kind = "not patched" if patched and seen == "found" else "not as named"
+                what = f"{seen} grpc {'stock' if patched else 'patched'}, pid {record['pid']}, at its {record['at']}"
+                why = " (python -m fastcommon check says why)" * (kind == "not patched")
+                return Verdict(kind, f"nothing compared: a process of the {run.name} {what}{why}", (
+                    f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+    return None
+
+
+def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
                options: Any, folder: str) -> Verdict:  # fmt: skip
-    """The verdict on two runs that both ran: what differs, what is flaky, what ended early, or the same."""
-    flaky = [test for test in differing if len(set(outcomes[test][0])) > 1]  # stock alone disagrees with itself
+    """The verdict on two runs whose every test ended: what differs, what is flaky (one way gave both), or the same."""
+    flaky = [test for test in differing if any({outcomes[test]["stock"][0], outcomes[test]["patched"][0]} <= set(way)
+                                               for way in outcomes[test].values())]  # fmt: skip
     different = [test for test in differing if test not in flaky]
-    details: list[str] = []
-    if different:
-        again = f" (then alone, {plural(options.reruns, 'time')} each way)" if options.reruns else ""
-        details.append(f"tests, stock -> patched{again}:")
-        for test in different[:SHOWN]:
-            (before, *_), after = outcomes[test]
-            times = sum(outcome != before for outcome in after)
-            each = "" if len(after) == 1 else ", every time" if times == len(after) else (
-                f", in {times} of {len(after)} patched runs; every stock run: {before}")  # fmt: skip
-            details += test_lines(test, f"{before} -> {after[0]}{each}")
-        details += [f"  ... and {len(different) - SHOWN:,} more"] if len(different) > SHOWN else []
+    again = f" (then the whole program {plural(options.reruns, 'time')} more each way)" if options.reruns else ""
+    details = difference_lines(outcomes, different, again)
     if flaky:
-        details.append("flaky: their outcome changes between stock runs too (not a difference):")
+        details.append("flaky: one way's runs gave both outcomes (not a difference):")
         for test in flaky[:SHOWN]:
-            details += test_lines(test, f"stock {', '.join(outcomes[test][0])}; patched {', '.join(outcomes[test][1])}")
+            details += test_lines(test, "; ".join(f"{way} {', '.join(each)}" for way, each in outcomes[test].items()))
     differences = [f"{len(different):,} of {len(outcomes):,} tests"] if different else []
     if stock.status != patched.status:
         differences += ["the exit status"] if different or not differing else []  # else the flaky tests say why
@@ -234,27 +254,27 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, tuple[list[str], li
         if getattr(options, output) and (shown := output_difference(output, stock, patched, ignored)):
             differences.append(f"the {name}")
             details += shown
-    ended = [run for run in (stock, patched) if run.running]  # early, during a test
-    for run in ended:
-        never = len(run.collected or ()) - len(run.outcomes)
-        never_ran = f"; {plural(never, 'test')} after it never ran" if never > 0 else ""
-        details.append(f"the {run.name} ended during {run.running}, exit status {status_text(run.status)}{never_ran}")
-    if reran := [f"{run.name} {plural(sum(run.reruns.values()), 'rerun')}" for run in (stock, patched) if run.reruns]:
+    if reran := [f"{run.name} {plural(run.reruns, 'rerun')}" for run in (stock, patched) if run.reruns]:
         details.append(f"reran by the program (each test's last outcome is compared): {', '.join(reran)}")
-    tests = {test: {"stock": before, "patched": after} for test, (before, after) in outcomes.items()}
     if differences:
         listed = ", ".join(differences[:-1]) + " and " * (len(differences) > 1) + differences[-1]
-        return Verdict("different", f"stock and patched differ in {listed}", tuple(details), folder, tests)
+        return Verdict("different", f"stock and patched differ in {listed}", tuple(details), folder, outcomes)
     said = f"exit status {status_text(stock.status)}"
     said += "".join(f", the same {name}" for output, name in OUTPUTS.items() if getattr(options, output))
-    if ended:
-        headline = f"the same as far as both ran, but both ended early ({said})"
-        return Verdict("incomplete", headline, tuple(details), folder, tests)
     if stock.runner is None:
-        return Verdict("same", f"the same, stock and patched: {said}", tuple(details), tests=tests)
+        return Verdict("same", f"the same, stock and patched: {said}", tuple(details), tests=outcomes)
     but = f", but for {plural(len(flaky), 'flaky test')}" if flaky else ""
     headline = f"the same, test by test, stock and patched{but}: {counts(stock.outcomes)} ({said})"
-    return Verdict("same", headline, tuple(details), tests=tests)
+    return Verdict("same", headline, tuple(details), tests=outcomes)
+
+
+def difference_lines(outcomes: dict[str, dict[str, list[str]]], different: list[str], again: str = "") -> list[str]:
+    """The lines that list the tests that differ, each with its outcomes."""
+    details = [f"tests, stock -> patched{again}:"] if different else []
+    for test in different[:SHOWN]:
+        before, after = outcomes[test]["stock"][0], outcomes[test]["patched"]
+        details += test_lines(test, f"{before} -> {after[0]}{', every time' * (len(after) > 1)}")
+    return details + ([f"  ... and {len(different) - SHOWN:,} more"] if len(different) > SHOWN else [])
 
 
 def test_lines(test: str, text: str) -> list[str]:
@@ -262,20 +282,18 @@ def test_lines(test: str, text: str) -> list[str]:
     return [f"  {test}: {text}"] if len(test) + len(text) <= _report.WIDTH - 4 else [f"  {test}:", f"    {text}"]
 
 
-def run(run: Run, program: list[str], options: Any, report_file: str | None, only: list[str] | None) -> Run:
+def run(run: Run, program: list[str], options: Any, report_file: str | None, seed: str) -> Run:
     """Run the program once, in a process group of its own, its output in files; say on stderr as it goes."""
-    patched = run.name.startswith("patched")
-    environ = _launcher.environment(False, report_file) if patched else _launcher.stock_environment()
+    environ = _launcher.environment(False, report_file)  # the bootstrap in every run: the stock's only records
     given = environ.get("PYTEST_PLUGINS")  # its pytest gives it back, for the processes it starts
-    environ |= {"PYTEST_PLUGINS": _recording.plugins_with_this(given), _environment.COMPARE_RUN: run.prefix}
+    environ |= {"PYTEST_PLUGINS": _recording.plugins_with_this(given), _environment.COMPARE_RUN: run.prefix,
+                _environment.COMPARE_PROCESSES: run.prefix + ".records", _environment.COMPARE_SEED: seed}  # fmt: skip
+    environ.setdefault("PYTHONHASHSEED", seed)
     environ |= {_environment.COMPARE_PYTEST_PLUGINS: given} if given is not None else {}
-    environ |= {_environment.COMPARE_PATCHED: run.prefix + ".records"} if patched else {}
-    if only is not None:
-        Path(run.prefix + ".only").write_text("".join(f"{test}\n" for test in only), encoding="utf-8")
+    environ |= {} if run.name.startswith("patched") else {_environment.COMPARE_STOCK: "1"}
     _, pythons, module = _launcher.split_program(program)
     recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
-    alone = f" (only the {len(only):,} tests that differ)" if only is not None else ""
-    progress(f"{run.name}: {_processes.QUOTED(['python', *program])}{alone}")
+    progress(f"{run.name}: {_processes.QUOTED(['python', *program])}")
     started = time.monotonic()
     Stopped.deferring = True  # a signal now ends the process once it has started
     try:
@@ -287,7 +305,7 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, onl
     try:
         if Stopped.deferred:
             raise Stopped(Stopped.deferred.pop())
-        while (status := process.poll()) is None:
+        while process.poll() is None:
             wait = EVERY if options.timeout is None else min(EVERY, started + options.timeout - time.monotonic())
             try:
                 process.wait(timeout=max(wait, 0))
@@ -297,12 +315,13 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, onl
                 progress(f"{run.name}: {time.monotonic() - started:.0f} s, {len(run.read().outcomes):,} tests")
     except BaseException as failure:  # stopped, or compare itself failed: the run must not outlive it
         if isinstance(failure, Stopped):
-            failure.run, failure.running = run.name, run.read().running
+            failure.run, failure.running, run.stopped = run.name, ", ".join(run.read().running), failure.kind
         _processes.end(process, interrupt=True)
         raise
+    finally:
+        run.status, run.seconds = process.returncode, time.monotonic() - started
     _processes.end(process, interrupt=False)  # whatever the program left running in its group
-    run.status, run.seconds = status, time.monotonic() - started
-    progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(status)}")
+    progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}")
     return run.read()
 
 
@@ -329,13 +348,12 @@ def plural(count: int, word: str) -> str:
 
 def status_text(status: int) -> str:
     """1; or, for a run that a signal ended, -11 (SIGSEGV)."""
-    names = {-signum: signum.name for signum in signal.Signals}
-    return f"{status} ({names[status]})" if status in names else str(status)
+    return f"{status} ({SIGNALS[status]})" if status in SIGNALS else str(status)
 
 
 def output_difference(output: str, stock: Run, patched: Run, ignored: list[str]) -> list[str]:
-    """The lines in which two runs' ``output`` (stdout, stderr) differ, ``ignored`` left out, shown so that the
-    difference shows; nothing where they are the same."""
+    """The lines in which two runs' ``output`` (stdout, stderr) differ, ``ignored`` left out, shown as they read; none
+    if the same. Past their common start and end, the lines one has more often, or the first where their order parts."""
     lines = []
     for each in (stock, patched):
         text = Path(f"{each.prefix}.{output}").read_bytes().decode("utf-8", "surrogateescape")
@@ -344,12 +362,22 @@ def output_difference(output: str, stock: Run, patched: Run, ignored: list[str])
         lines.append(text.splitlines(keepends=True))
     if lines[0] == lines[1]:
         return []
-    shown = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines[0], lines[1], autojunk=False).get_opcodes():
-        for name, numbers, side in (("stock", range(i1, i2), lines[0]), ("patched", range(j1, j2), lines[1])):
-            shown += [f"  {name + ':':<8} line {n + 1:,}: {visible(side[n])}" for n in numbers if tag != "equal"]
-    more = [f"  ... and {len(shown) - LINES_SHOWN:,} more lines"] if len(shown) > LINES_SHOWN else []
-    return [f"{output}, the lines that differ:", *shown[:LINES_SHOWN], *more]
+    progress(f"{output}: comparing {len(lines[0]):,} lines with {len(lines[1]):,}")
+    start = end = 0  # past their common start and end
+    while start < min(map(len, lines)) and lines[0][start] == lines[1][start]:
+        start += 1
+    while end < min(map(len, lines)) - start and lines[0][-1 - end] == lines[1][-1 - end]:
+        end += 1
+    middles = [each[start : len(each) - end] for each in lines]
+    more = [Counter(middles[0]) - Counter(middles[1]), Counter(middles[1]) - Counter(middles[0])]
+    shown, reordered = [], not any(more)  # reordered: the same lines; then where they part
+    for name, middle, extra in zip(("stock", "patched"), middles, more, strict=True):
+        for n, line in enumerate(middle, start + 1):
+            if extra[line] > 0 or (reordered and n == start + 1):
+                extra[line] -= 1
+                shown.append(f"  {name + ':':<8} line {n:,}: {visible(line)}")
+    more_lines = [f"  ... and {len(shown) - LINES_SHOWN:,} more lines"] if len(shown) > LINES_SHOWN else []
+    return [f"{output}, the lines that differ:", *shown[:LINES_SHOWN], *more_lines]
 
 
 def visible(line: str) -> str:

@@ -7,10 +7,9 @@ import subprocess
 import sys
 from typing import NoReturn
 
-from . import _ending, _environment, _recording
+from . import _ending, _environment
 from ._implementation import warn
-from ._patching import is_patched, patch
-from ._registry import NAMES
+from ._patching import patch
 
 # Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
 REPLACE_PROCESS = sys.platform != "win32"
@@ -52,23 +51,15 @@ def skips_startup(python_options: list[str]) -> bool:
 
 
 def environment(report: bool, report_file: str | None = None, full: bool = False) -> dict[str, str]:
-    """The environment a program runs in under `python -m fastcommon run`."""
-    environ = stock_environment()
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, environ.get("PYTHONPATH")]))
+    """The environment a program runs in under `python -m fastcommon run`: patched, even in a run of compare's stock."""
+    environ = {name: value for name, value in os.environ.items() if name not in (*REPORTS, _environment.COMPARE_STOCK)}
+    bootstrap = os.path.normcase(BOOTSTRAP_DIR)
+    kept = [entry for entry in environ.pop("PYTHONPATH", "").split(os.pathsep) if os.path.normcase(entry) != bootstrap]
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, *kept]))
     if report or report_file or full:
         environ[_environment.REPORT] = _environment.REPORT_FULL if full else "1"
     if report_file:
         environ[_environment.REPORT_FILE] = os.path.abspath(report_file)  # the program and its children may chdir
-    return environ
-
-
-def stock_environment() -> dict[str, str]:
-    """The current environment without what `run` adds: a program started in it runs stock."""
-    environ = {name: value for name, value in os.environ.items() if name not in REPORTS}
-    bootstrap = os.path.normcase(BOOTSTRAP_DIR)
-    kept = [entry for entry in environ.pop("PYTHONPATH", "").split(os.pathsep) if os.path.normcase(entry) != bootstrap]
-    if any(kept):
-        environ["PYTHONPATH"] = os.pathsep.join(kept)
     return environ
 
 
@@ -114,7 +105,5 @@ def grpc_imported() -> None:
             _ending.start(to_stderr, full, path)
         else:
             patch()
-        if path := os.environ.get(_environment.COMPARE_PATCHED):  # in compare's patched run: say what it patched
-            _recording.append(path, pid=os.getpid(), patched=sum(map(is_patched, NAMES)))
     except Exception as exc:  # a failure here must not take the program down with it
         warn(f"fastcommon could not patch grpc: {exc!r}", stacklevel=2)

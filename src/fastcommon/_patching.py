@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _gate, _grpc, _implementation
+from . import _gate, _grpc, _implementation, _recording
 from ._registry import NAMES
 from ._verdict import Verdict, warning
 
@@ -39,6 +39,7 @@ def install(make: Callable[[dict[str, Any], Any], dict[str, Any]] = _implementat
         for name in replaced:
             _installed[name] = (grpcs[name], replacements[name])
             setattr(*_grpc.owner(name), replacements[name])
+    _recording.grpc_state("patch()")  # under compare: what the run is named may no longer hold
     if differing := [verdict for verdict in judged.values() if verdict.differs]:
         _implementation.warn(warning(differing, _grpc.version()), stacklevel=3)
     return replaced
@@ -57,6 +58,7 @@ def unpatch() -> tuple[str, ...]:
         for name in restored:
             setattr(*_grpc.owner(name), _installed[name][0])
             del _installed[name]
+        _recording.grpc_state("unpatch()")
         return restored
 
 

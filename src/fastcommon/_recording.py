@@ -1,33 +1,35 @@
 """What `compare` runs inside the program: its pytest plugin (PYTEST_PLUGINS loads it) and its unittest (`python -m
 fastcommon._recording ARGS` in place of `python -m unittest ARGS`). The program's first pytest or unittest appends to
-the file COMPARE_RUN names, a JSON line per fact: the runner, the tests collected, each test as it starts and ends, the
-end; a pytest or unittest it starts, or a pytest-xdist worker, records nothing. In a rerun, the tests in the file
-beside it, ``.only``, run alone; with pytest, from this run's copy of the program's cache, ``.cache``."""
+the file COMPARE_RUN names, a JSON line per fact: the runner, the tests collected, each test as it starts and ends
+(its class's and module's teardowns too), its outcomes; a pytest or unittest it starts, or a pytest-xdist worker,
+records nothing; pytest runs from this run's copy of the program's cache, ``.cache``, pytest-randomly with compare's
+seed. Each process that imports grpc records whether fastcommon has it patched: then, at each change, and at exit."""
 
+import atexit
+import contextlib
+import importlib
 import json
 import os
 import shutil
 import sys
-from pathlib import Path
 from typing import Any
 
 from . import _environment
 
 
 def append(path: str, **record: Any) -> None:
-    """Append ``record`` to ``path`` as a JSON line, in one write: processes never interleave lines."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
-    os.write(descriptor, (json.dumps(record) + "\n").encode())
-    os.close(descriptor)
+    """Append ``record`` to ``path``, a JSON line in one write: processes never interleave lines."""
+    with contextlib.suppress(FileNotFoundError):  # compare's folder, for a process that outlived its run
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        os.write(descriptor, (json.dumps(record) + "\n").encode())
+        os.close(descriptor)
 
 
 class Run:
-    """This process's part in a run of compare's: where it records, and the tests a rerun runs (None: all)."""
+    """This process's part in a run of compare's: where it records its tests."""
 
     def __init__(self, runner: str) -> None:
         self.prefix = os.environ.pop(_environment.COMPARE_RUN, "")  # the processes this one starts record nothing
-        only = Path(self.prefix + ".only")
-        self.only = set(only.read_text("utf-8").splitlines()) if self.prefix and only.exists() else None
         self.record(runner=runner)
 
     def record(self, **record: Any) -> None:
@@ -60,8 +62,8 @@ def pytest_cmdline_main(config: Any) -> None:  # before the cache plugin and pyt
             shutil.copytree(original, cache, symlinks=True)
         if isinstance(getattr(config, "_inicache", None), dict):
             config._inicache["cache_dir"] = cache
-    if _run.only is not None and hasattr(config.option, "dist"):  # a rerun runs in this process, not xdist's workers
-        config.option.dist = "no"
+    if getattr(config.option, "randomly_seed", None) == "default":  # before pytest-randomly draws one
+        config.option.randomly_seed = int(os.environ[_environment.COMPARE_SEED])
 
 
 def pytest_configure(config: Any) -> None:
@@ -69,10 +71,24 @@ def pytest_configure(config: Any) -> None:
         config.pluginmanager.register(_PytestRecorder(config, _run), "fastcommon-compare-recorder")
 
 
-def patched_now() -> bool:
-    """Whether fastcommon, if this process imported it, has grpc patched."""
-    fastcommon = sys.modules.get("fastcommon")
-    return bool(fastcommon is not None and fastcommon.is_patched())
+_processes = ""  # where this process records grpc's state: set under compare as it imports grpc
+
+
+def grpc_imported() -> None:
+    """Called by the bootstrap once this process has imported grpc: patch it (not in compare's stock runs), record."""
+    global _processes
+    if not _environment.flag(_environment.COMPARE_STOCK):  # _launcher imports the gate: only where it patches
+        importlib.import_module("fastcommon._launcher").grpc_imported()
+    if _processes := os.environ.get(_environment.COMPARE_PROCESSES, ""):
+        grpc_state("import")
+        atexit.register(grpc_state, "exit")
+
+
+def grpc_state(at: str) -> None:
+    """Under compare, record whether fastcommon has grpc patched in this process now (``at``: why now)."""
+    patching = sys.modules.get("fastcommon._patching")  # not loaded: nothing patched grpc
+    if _processes:
+        append(_processes, pid=os.getpid(), argv=sys.orig_argv, at=at, patched=bool(patching and patching.is_patched()))
 
 
 def plugins_with_this(given: str | None) -> str:
@@ -84,16 +100,14 @@ class _PytestRecorder:
     def __init__(self, config: Any, run: Run) -> None:
         self.config, self.run = config, run
 
-    def pytest_collection_modifyitems(self, config: Any, items: list[Any]) -> None:
-        if self.run.only is not None:
-            config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in self.run.only])
-            items[:] = [item for item in items if item.nodeid in self.run.only]
-
     def pytest_collection_finish(self, session: Any) -> None:
         self.run.record(collected=[item.nodeid for item in session.items])
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.run.record(started=nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.run.record(ended=[nodeid])
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
@@ -103,9 +117,6 @@ class _PytestRecorder:
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed or report.skipped:  # skipped: a whole module (pytest.importorskip), as pytest counts it
             self.run.record(test=report.nodeid, outcome="error" if report.failed else "skipped")
-
-    def pytest_sessionfinish(self, exitstatus: int) -> None:
-        self.run.record(finished=int(exitstatus), patched_at_end=patched_now())
 
 
 # Each of unittest's TestResult.add* methods, and the outcome it records, in unittest's words.
@@ -129,10 +140,23 @@ def unittest_main() -> None:
 
         return add_and_record
 
+    collected: list[str] = []  # the tests, in the order they run
+
     class Result(unittest.TextTestResult):
-        def startTest(self, test: Any) -> None:
+        done = 0  # how many of them have ended
+
+        def startTest(self, test: Any) -> None:  # those before it have ended, their class's and module's teardowns too
+            self.ended(collected.index(test.id(), self.done))
             recording.record(started=test.id())
             super().startTest(test)
+
+        def stopTestRun(self) -> None:  # stopped early (-f): those after the last to start never started
+            self.ended(self.done + 1 if self.shouldStop else len(collected))
+            super().stopTestRun()
+
+        def ended(self, upto: int) -> None:
+            recording.record(ended=collected[self.done : upto])
+            self.done = upto
 
         def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
             super().addSubTest(test, subtest, err)
@@ -146,17 +170,12 @@ def unittest_main() -> None:
         resultclass = Result  # type: ignore[assignment]  # typeshed's Callable, a class in unittest
 
         def run(self, test: Any) -> Any:  # the suite unittest's command line made
-            if recording.only is not None:
-                test = unittest.TestSuite(each for each in tests(test) if each.id() in recording.only)
-            recording.record(collected=[each.id() for each in tests(test)])
+            collected[:] = [each.id() for each in tests(test)]
+            recording.record(collected=collected)
             return super().run(test)
 
     sys.argv[0] = "python -m unittest"  # as unittest's own __main__ says it in its usage
-    try:
-        unittest.main(module=None, testRunner=Runner)
-    except SystemExit as end:
-        recording.record(finished=end.code if isinstance(end.code, int) else 1, patched_at_end=patched_now())
-        raise
+    unittest.main(module=None, testRunner=Runner)
 
 
 if __name__ == "__main__":

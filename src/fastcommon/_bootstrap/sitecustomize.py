@@ -1,6 +1,6 @@
-"""fastcommon's bootstrap, first on PYTHONPATH under `python -m fastcommon run`: Python runs it at start-up in every
-process of the program. It imports nothing: it hands grpc to fastcommon once the process has imported grpc, then runs
-the program's own sitecustomize. It does no harm under any Python, 2 included: without fastcommon, grpc stays stock."""
+"""fastcommon's bootstrap, first on PYTHONPATH under `python -m fastcommon run` and compare: Python runs it at start-up
+in every process of the program. It imports nothing: it hands grpc to fastcommon once imported (compare's stock runs
+only record it), then runs the program's own sitecustomize. It does no harm under any Python, 2 included."""
 
 # mypy: allow-untyped-defs, allow-untyped-calls
 
@@ -12,10 +12,10 @@ _BOOTSTRAP_DIR = os.path.normcase(os.path.dirname(os.path.abspath(__file__)))
 
 def _adopt_grpc():
     try:
-        from fastcommon import _launcher
+        from fastcommon import _recording
     except ImportError:  # another interpreter, or an environment without fastcommon
         return
-    _launcher.grpc_imported()
+    _recording.grpc_imported()
 
 
 class _LoadThenAdopt(object):
