@@ -71,15 +71,15 @@ def pytest_configure(config: Any) -> None:
         config.pluginmanager.register(_PytestRecorder(config, _run), "fastcommon-compare-recorder")
 
 
-_processes = ""  # where this process records grpc's state: set under compare as it imports grpc
+_states = ""  # where this process records grpc's state (its file): set under compare as it imports grpc
 
 
 def grpc_imported() -> None:
     """Called by the bootstrap once this process has imported grpc: patch it (not in compare's stock runs), record."""
-    global _processes
+    global _states
     if not _environment.flag(_environment.COMPARE_STOCK):  # _launcher imports the gate: only where it patches
         importlib.import_module("fastcommon._launcher").grpc_imported()
-    if _processes := os.environ.get(_environment.COMPARE_PROCESSES, ""):
+    if _states := os.environ.get(_environment.COMPARE_PROCESSES, ""):
         grpc_state("import")
         atexit.register(grpc_state, "exit")
 
@@ -87,8 +87,8 @@ def grpc_imported() -> None:
 def grpc_state(at: str) -> None:
     """Under compare, record whether fastcommon has grpc patched in this process now (``at``: why now)."""
     patching = sys.modules.get("fastcommon._patching")  # not loaded: nothing patched grpc
-    if _processes:
-        append(_processes, pid=os.getpid(), argv=sys.orig_argv, at=at, patched=bool(patching and patching.is_patched()))
+    if _states:
+        append(_states, pid=os.getpid(), argv=sys.orig_argv, at=at, patched=bool(patching and patching.is_patched()))
 
 
 def plugins_with_this(given: str | None) -> str:
