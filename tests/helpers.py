@@ -143,6 +143,7 @@ from fastcommon import (  # noqa: E402
     _implementation,
     _launcher,
     _patching,
+    _recording,  # noqa: F401  (compare's part in each run)
     _registry,
     _report,
     _status,

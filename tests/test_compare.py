@@ -148,7 +148,8 @@ def test_a_collection_error_leaves_a_run_incomplete_and_is_listed_with_the_tests
     write(folder, "test_module.py", f"import grpc._common\nassert not {IS_PATCHED}\n\ndef test_runs():\n    pass\n")
     result = compare("--reruns", "0", *PYTEST, cwd=folder)
     assert (result.returncode, result.stdout.splitlines()[:5]) == (7, [
-        "fastcommon compare: incomplete: 1 of 1 test did not end in both runs, the first test_module.py::test_runs",
+        "fastcommon compare: incomplete (the patched run alone): 1 of 1 test did not end in both runs, the first "
+        "test_module.py::test_runs",
         "tests, stock -> patched:",
         "  test_module.py: not run -> error",
         "  test_module.py::test_runs: passed -> not run",
@@ -340,13 +341,14 @@ def test_a_crash_names_the_test_it_ended_in_and_what_never_ran(folder):
     )
     both = compare(*PYTEST, "test_crash.py", "-k", "not segfaults", cwd=folder)
     assert (both.returncode, both.stdout.splitlines()[:3]) == (7, [
-        "fastcommon compare: incomplete: 2 of 3 tests did not end in both runs, the first test_crash.py::test_exits",
+        "fastcommon compare: incomplete (both runs): 2 of 3 tests did not end in both runs, the first "
+        "test_crash.py::test_exits",
         "the stock run ended during test_crash.py::test_exits, exit status 3; 1 test never started",
         "the patched run ended during test_crash.py::test_exits, exit status 3; 1 test never started",
     ]), both.stderr  # fmt: skip
     patched = compare(*ONCE, *PYTEST, "test_crash.py", "-k", "segfaults", cwd=folder, env=ASAN)
     assert (patched.returncode, patched.stdout.splitlines()[:4]) == (7, [
-        "fastcommon compare: incomplete: 1 of 1 test did not end in both runs, the first "
+        "fastcommon compare: incomplete (the patched run alone): 1 of 1 test did not end in both runs, the first "
         "test_crash.py::test_segfaults_patched",
         "tests, stock -> patched:",
         f"  test_crash.py::test_segfaults_patched: passed -> process ended: exit status {SEGFAULTED}",
@@ -434,7 +436,7 @@ def test_a_crash_after_a_tests_call_leaves_both_runs_incomplete(folder, case):
     result = compare(*runner, "test_crash" + ".py" * (runner == PYTEST), cwd=folder, env=ASAN)
     tests = "2 of 2 tests" if "test_after" in source else "1 of 1 test"
     assert (result.returncode, result.stdout.splitlines()[0].split(", the first ")[0]) == (
-        7, f"fastcommon compare: incomplete: {tests} did not end in both runs"), result.stdout  # fmt: skip
+        7, f"fastcommon compare: incomplete (both runs): {tests} did not end in both runs"), result.stdout  # fmt: skip
 
 
 @pytest.mark.parametrize("stop", [["-x"], ["--maxfail", "1"], ["-f"]], ids=["-x", "--maxfail", "unittest -f"])
@@ -444,7 +446,8 @@ def test_tests_run_in_neither_run_leave_both_incomplete(folder, stop):
     runner = ["-m", "unittest", *stop, "test_stops"] if stop == ["-f"] else [*PYTEST, *stop, "test_stops.py"]
     result = compare(*runner, cwd=folder)
     assert (result.returncode, result.stdout.splitlines()[:3]) == (7, [
-        f"fastcommon compare: incomplete: 1 of 2 tests did not end in both runs, the first {NEVER[stop[0] == '-f']}",
+        "fastcommon compare: incomplete (both runs): 1 of 2 tests did not end in both runs, the first "
+        f"{NEVER[stop[0] == '-f']}",
         "the stock run ended, exit status 1; 1 test never started",
         "the patched run ended, exit status 1; 1 test never started",
     ]), result.stdout + result.stderr  # fmt: skip

@@ -5,6 +5,7 @@ signal.SIGHUP at import, tests/test_benchmarks.py os.sched_getaffinity; a progre
 
 import os
 import re
+import signal
 
 import helpers
 import pytest
@@ -118,3 +119,20 @@ def test_run_passes_on_a_windows_childs_ntstatus_as_a_c_int(monkeypatch):
     with pytest.raises(SystemExit) as ended:
         launcher.launch(["app.py"], report=False)
     assert ended.value.code == 0xC0000005 - 2**32  # -1073741819, as Windows' C runtime takes an int
+
+
+STANDS_IN_FOR_SIGBREAK = getattr(signal, "SIGUSR1", None)  # POSIX's: Linux has no SIGBREAK
+
+
+@pytest.mark.skipif(STANDS_IN_FOR_SIGBREAK is None, reason="SIGUSR1 stands in for Windows' SIGBREAK")
+def test_a_process_of_a_compare_run_takes_ctrl_break_as_ctrl_c_so_that_fixtures_tear_down(monkeypatch, tmp_path):
+    # Windows: compare stops a run with CTRL_BREAK_EVENT, whose default ends the process at once; as Ctrl-C, pytest
+    # and unittest end their tests and tear down (the review's finding: fixtures were never torn down there)
+    monkeypatch.setattr(signal, "SIGBREAK", STANDS_IN_FOR_SIGBREAK, raising=False)
+    monkeypatch.setenv(helpers._environment.COMPARE_RUN, str(tmp_path / "run"))
+    previous = signal.getsignal(STANDS_IN_FOR_SIGBREAK)
+    try:
+        helpers._recording.Run("pytest")
+        assert signal.getsignal(STANDS_IN_FOR_SIGBREAK) is signal.default_int_handler
+    finally:
+        signal.signal(STANDS_IN_FOR_SIGBREAK, previous)

@@ -33,6 +33,7 @@ NOT_RUN = "not run"
 OUTPUTS = {"stdout": "standard output", "stderr": "standard error"}  # --stdout, --stderr: what they compare
 SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines shown, stderr lines quoted
 EVERY = 10  # seconds between progress lines
+WAIT = 0.5  # seconds a wait for a run blocks: Windows' cannot be interrupted (Ctrl-C waits for it)
 SIGNALS = {-signum: signum.name for signum in signal.Signals}  # a process's status where a signal ended it
 
 
@@ -212,8 +213,10 @@ def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
             during = f" during {', '.join(run.running)}" if run.running else ""
             never_started = f"; {plural(never, 'test')} never started" if never else ""
             details.append(f"the {run.name} ended{during}, exit status {status_text(run.status)}{never_started}")
+    short = [run.name for run in (stock, patched) if not set(tests) <= run.ended]  # a crash in one alone: named
+    which = "both runs" if len(short) == 2 else f"the {short[0]} alone"
     first = f"{len(unended):,} of {plural(len(tests), 'test')} did not end in both runs, the first {unended[0]}"
-    return Verdict("incomplete", f"incomplete: {first}", tuple(details), folder, outcomes)
+    return Verdict("incomplete", f"incomplete ({which}): {first}", tuple(details), folder, outcomes)
 
 
 def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
@@ -305,14 +308,17 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
     try:
         if Stopped.deferred:
             raise Stopped(Stopped.deferred.pop())
+        said = started
         while process.poll() is None:
-            wait = EVERY if options.timeout is None else min(EVERY, started + options.timeout - time.monotonic())
+            wait = WAIT if options.timeout is None else min(WAIT, started + options.timeout - time.monotonic())
             try:
                 process.wait(timeout=max(wait, 0))
             except subprocess.TimeoutExpired:
                 if options.timeout is not None and time.monotonic() >= started + options.timeout:
                     raise Stopped("timed out") from None
-                progress(f"{run.name}: {time.monotonic() - started:.0f} s, {len(run.read().outcomes):,} tests")
+                if time.monotonic() >= said + EVERY:
+                    said = time.monotonic()
+                    progress(f"{run.name}: {said - started:.0f} s, {len(run.read().outcomes):,} tests")
     except BaseException as failure:  # stopped, or compare itself failed: the run must not outlive it
         if isinstance(failure, Stopped):
             failure.run, failure.running, run.stopped = run.name, ", ".join(run.read().running), failure.kind

@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import sys
 from typing import Any
 
@@ -30,6 +31,8 @@ class Run:
 
     def __init__(self, runner: str) -> None:
         self.prefix = os.environ.pop(_environment.COMPARE_RUN, "")  # the processes this one starts record nothing
+        if self.prefix and hasattr(signal, "SIGBREAK"):  # Windows: compare's Ctrl-Break as Ctrl-C, fixtures torn down
+            signal.signal(signal.SIGBREAK, signal.default_int_handler)
         self.record(runner=runner)
 
     def record(self, **record: Any) -> None:
