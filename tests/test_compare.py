@@ -889,8 +889,8 @@ def test_a_process_of_the_stock_run_that_outlives_it_leaves_nothing_compared(fol
 
 def test_pytests_timing_is_left_out_of_its_summary_line_only(folder):
     """PYTEST_TIMING was removed wherever it matched: a test's own "retried in 1s" / "in 3s" read the same."""
-    write(folder, "test_it.py", f"import grpc._common\n\ndef test_it():\n"
-          f"    print(f'deadline exceeded, retried in {{3 if {IS_PATCHED} else 1}}s')\n")  # fmt: skip
+    write(folder, "test_it.py", f"import grpc._common\n\ndef test_it():\n    seconds = 3 if {IS_PATCHED} else 1\n"
+          "    print(f'deadline exceeded, retried in {seconds}s')\n")  # fmt: skip
     result = compare("--stdout", *PYTEST, "-s", cwd=folder)
     assert (result.returncode, result.stdout.splitlines()[0]) == (
         1, "fastcommon compare: stock and patched differ in the standard output"), result.stdout  # fmt: skip
