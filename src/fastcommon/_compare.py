@@ -28,10 +28,14 @@ STATUSES = {"same": 0, "different": 1, "not started": 3, "refused": 4, "no tests
 REFUSING = {"pytest": 4, "unittest": 2}  # each runner's exit status when it refuses its arguments
 COUNTED = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")  # pytest's order in its summary line
 PYTHON_REFUSED = r"  .+: (can't open file |No module named |Error while finding module specification )"
-PYTEST_TIMING = r" in [\d.]+s( \(\d+:\d\d:\d\d\))?"  # left out of --stdout's comparison where pytest ran
+# each runner's timing, on its own summary line, left out of --stdout's, --stderr's comparison (the rest is kept)
+TIMINGS = {"pytest": r"(?m)^(?P<kept>(=+ )?((\d+ [\w ]+, )*\d+ [\w ]+|no tests ran)) in [\d.]+s"
+                     r"( \(\d+:\d\d:\d\d\))?(?=( =+)?$)",
+           "unittest": r"(?m)^(?P<kept>Ran \d+ tests?) in [\d.]+s$"}  # fmt: skip
 NOT_RUN = "not run"
 OUTPUTS = {"stdout": "standard output", "stderr": "standard error"}  # --stdout, --stderr: what they compare
 SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines shown, stderr lines quoted
+LONGEST = 110  # characters of an output line shown: its start and end, where it is longer
 EVERY = 10  # seconds between progress lines
 WAIT = 0.5  # seconds a wait for a run blocks: Windows' cannot be interrupted (Ctrl-C waits for it)
 SIGNALS = {-signum: signum.name for signum in signal.Signals}  # a process's status where a signal ended it
@@ -64,6 +68,8 @@ class Run:
     reruns: int = 0  # pytest-rerunfailures': a test counts as it ended
     running: list[str] = dataclasses.field(default_factory=list)  # started, not ended, when the process ended
     processes: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # grpc's state as each process saw it
+    untested: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # patch(), unpatch() outside any test
+    outlived: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # alive, no exit, once the run ended
 
     def read(self) -> "Run":
         """Read what the run recorded so far (a line still being written has no end yet)."""
@@ -80,6 +86,13 @@ class Run:
             if record.get("outcome", "rerun") != "rerun":
                 categories.setdefault(record["test"], []).append(record["outcome"])
         self.running = [test for test in self.started if test not in self.ended]
+        open_tests: set[str] = set()
+        self.untested = []
+        for record in records:  # in the order written: which test, if any, ran as grpc's state changed
+            open_tests |= {record["started"]} if "started" in record else set()
+            open_tests -= set(record.get("ended", ()))
+            if record.get("at") in ("patch()", "unpatch()") and not open_tests:
+                self.untested.append(record)
         self.outcomes = {test: "+".join(each) for test, each in categories.items()}
         self.outcomes |= {test: f"process ended: exit status {status_text(self.status)}" for test in self.running}
         return self
@@ -117,7 +130,8 @@ def compare(program: list[str], options: Any) -> int:
     folder = tempfile.mkdtemp(prefix="fastcommon-compare-")
     runs: list[Run] = []
     seed = str(random.randrange(1, 2**32))  # 0 would turn hash randomization off; pytest-randomly's where it runs
-    pinned = ({"PYTHONHASHSEED": seed} if "PYTHONHASHSEED" not in os.environ else {}) | {"--randomly-seed": seed}
+    drawn = os.environ.get("PYTHONHASHSEED", "random") == "random"  # "random": a seed drawn in each run, as unset
+    pinned = ({"PYTHONHASHSEED": seed} if drawn else {}) | {"--randomly-seed": seed}
     progress("pinned in every run, where the program has none: " + ", ".join(f"{k}={v}" for k, v in pinned.items()))
     handlers = {signum: signal.signal(signum, stopped) for signum in _processes.STOPPING}
     try:
@@ -126,7 +140,10 @@ def compare(program: list[str], options: Any) -> int:
         running = f", in {stop.running}" if stop.running else ""
         if stop.kind == "timed out":
             took = f"the {stop.run} took over {options.timeout:g} s (--timeout){running}, and was stopped"
-            verdict = Verdict(stop.kind, f"nothing compared: {took}", runs[-1].tail(), folder)
+            ended = tuple(f"the {run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}"
+                          for run in runs[:-1])  # fmt: skip  # a hang in one alone is no "nothing compared"
+            said = f"timed out: {took}" if ended else f"nothing compared: {took}"
+            verdict = Verdict(stop.kind, said, ended + runs[-1].tail(), folder)
         else:
             during = f" during the {stop.run}{running}" if stop.run else ""
             verdict = Verdict(stop.kind, f"stopped by {stop.kind}{during}; nothing compared")
@@ -172,16 +189,19 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run], pinned
     outcomes = {test: {"stock": [stock.outcomes.get(test, NOT_RUN)], "patched": [patched.outcomes.get(test, NOT_RUN)]}
                 for test in sorted(stock.outcomes.keys() | patched.outcomes.keys())}  # fmt: skip
     differing = [test for test, ways in outcomes.items() if ways["stock"] != ways["patched"]]
+    statuses: dict[str, list[int]] = {"stock": [stock.status], "patched": [patched.status]}
     if verdict := nothing_compared([first, second], folder) or incomplete(stock, patched, outcomes, differing, folder) \
             or not_as_named(runs, folder):  # fmt: skip
         return verdict  # (the second run last in nothing_compared's, whichever it is)
-    for again in range(1, options.reruns + 1 if differing else 1):  # each test in its context: the whole program
+    again_too = differing or stock.status != patched.status  # the exit status is judged as a test is
+    for again in range(1, options.reruns + 1 if again_too else 1):  # each test in its context: the whole program
         for each in order:
             rerun = go(each, again)
+            statuses["patched" if each else "stock"].append(rerun.status)
             for test in differing:  # where it ran, or was not run in a run where every test ended
                 if test in rerun.outcomes or set(rerun.tests) <= rerun.ended:
                     outcomes[test]["patched" if each else "stock"].append(rerun.outcomes.get(test, NOT_RUN))
-    return not_as_named(runs, folder) or verdict_of(stock, patched, outcomes, differing, options, folder)
+    return not_as_named(runs, folder) or verdict_of(stock, patched, outcomes, differing, statuses, options, folder)
 
 
 def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
@@ -204,7 +224,11 @@ def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
                folder: str) -> Verdict | None:  # fmt: skip
     """The verdict where a test that either run collected did not end in both (a crash, -x); else None."""
     tests = list(dict.fromkeys(stock.tests + patched.tests))
-    unended = [test for test in tests if test not in stock.ended or test not in patched.ended]
+
+    def unended_in(run: Run, test: str) -> bool:  # not where the run never collected it and ended all it did
+        return test not in run.ended and not (test not in run.tests and run.tests and set(run.tests) <= run.ended)
+
+    unended = [test for test in tests if unended_in(stock, test) or unended_in(patched, test)]
     if not unended:
         return None
     details = difference_lines(outcomes, differing)
@@ -213,7 +237,7 @@ def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
             during = f" during {', '.join(run.running)}" if run.running else ""
             never_started = f"; {plural(never, 'test')} never started" if never else ""
             details.append(f"the {run.name} ended{during}, exit status {status_text(run.status)}{never_started}")
-    short = [run.name for run in (stock, patched) if not set(tests) <= run.ended]  # a crash in one alone: named
+    short = [run.name for run in (stock, patched) if any(unended_in(run, test) for test in tests)]  # one alone: named
     which = "both runs" if len(short) == 2 else f"the {short[0]} alone"
     first = f"{len(unended):,} of {plural(len(tests), 'test')} did not end in both runs, the first {unended[0]}"
     return Verdict("incomplete", f"incomplete ({which}): {first}", tuple(details), folder, outcomes)
@@ -221,6 +245,12 @@ def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
 
 def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
     """The verdict where a process of a run found grpc at its import, or left it, otherwise than the run is named."""
+    for run in runs[:-1]:  # one that the runs after it could reach: they were not apart
+        if run.outlived:
+            record = run.outlived[0]
+            return Verdict("not as named", f"nothing compared: a process of the {run.name} that imported grpc, pid "
+                           f"{record['pid']}, outlived it (a daemon, a server left running)", (
+                               f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
     for run in runs:
         patched, ends = run.name.startswith("patched"), {record["pid"]: record for record in run.processes}
         if not (found := [record for record in run.processes if record["at"] == "import"]) and patched:
@@ -233,11 +263,15 @@ def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
                 why = " (python -m fastcommon check says why)" * (kind == "not patched")
                 return Verdict(kind, f"nothing compared: a process of the {run.name} {what}{why}", (
                     f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+        for record in [each for each in run.untested if each["patched"] != patched][:1]:  # a whole program, say
+            what = f"{'un' * patched}patched grpc outside any test, pid {record['pid']}, at its {record['at']}"
+            return Verdict("not as named", f"nothing compared: a process of the {run.name} {what}", (
+                f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
     return None
 
 
 def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
-               options: Any, folder: str) -> Verdict:  # fmt: skip
+               statuses: dict[str, list[int]], options: Any, folder: str) -> Verdict:  # fmt: skip
     """The verdict on two runs whose every test ended: what differs, what is flaky (one way gave both), or the same."""
     flaky = [test for test in differing if any({outcomes[test]["stock"][0], outcomes[test]["patched"][0]} <= set(way)
                                                for way in outcomes[test].values())]  # fmt: skip
@@ -249,10 +283,14 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
         for test in flaky[:SHOWN]:
             details += test_lines(test, "; ".join(f"{way} {', '.join(each)}" for way, each in outcomes[test].items()))
     differences = [f"{len(different):,} of {len(outcomes):,} tests"] if different else []
-    if stock.status != patched.status:
-        differences += ["the exit status"] if different or not differing else []  # else the flaky tests say why
+    if stock.status != patched.status:  # flaky only where one way's runs gave both, as a test
+        flaky_status = any({stock.status, patched.status} <= set(way) for way in statuses.values())
+        differences += ["the exit status"] if different or not flaky_status else []  # else flaky, as tests are
         details.append(f"exit status: stock {status_text(stock.status)}, patched {status_text(patched.status)}")
-    ignored = [*options.ignore, *([PYTEST_TIMING] if stock.runner == "pytest" else [])]
+        if flaky_status and not different:
+            details[-1] += " (" + "; ".join(f"{way} {', '.join(map(status_text, each))}" for way, each in
+                                            statuses.items()) + ", flaky)"  # fmt: skip
+    ignored = [*options.ignore, *([TIMINGS[stock.runner]] if stock.runner in TIMINGS else [])]
     for output, name in OUTPUTS.items():
         if getattr(options, output) and (shown := output_difference(output, stock, patched, ignored)):
             differences.append(f"the {name}")
@@ -265,7 +303,9 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
     said = f"exit status {status_text(stock.status)}"
     said += "".join(f", the same {name}" for output, name in OUTPUTS.items() if getattr(options, output))
     if stock.runner is None:
-        return Verdict("same", f"the same, stock and patched: {said}", tuple(details), tests=outcomes)
+        but_status = ", but for a flaky exit status" * (stock.status != patched.status)
+        headline = f"the same as a whole, stock and patched (no test seen one by one){but_status}: {said}"
+        return Verdict("same", headline, tuple(details), tests=outcomes)
     but = f", but for {plural(len(flaky), 'flaky test')}" if flaky else ""
     headline = f"the same, test by test, stock and patched{but}: {counts(stock.outcomes)} ({said})"
     return Verdict("same", headline, tuple(details), tests=outcomes)
@@ -291,7 +331,8 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
     given = environ.get("PYTEST_PLUGINS")  # its pytest gives it back, for the processes it starts
     environ |= {"PYTEST_PLUGINS": _recording.plugins_with_this(given), _environment.COMPARE_RUN: run.prefix,
                 _environment.COMPARE_PROCESSES: run.prefix + ".records", _environment.COMPARE_SEED: seed}  # fmt: skip
-    environ.setdefault("PYTHONHASHSEED", seed)
+    if environ.get("PYTHONHASHSEED", "random") == "random":
+        environ["PYTHONHASHSEED"] = seed
     environ |= {_environment.COMPARE_PYTEST_PLUGINS: given} if given is not None else {}
     environ |= {} if run.name.startswith("patched") else {_environment.COMPARE_STOCK: "1"}
     _, pythons, module = _launcher.split_program(program)
@@ -328,7 +369,24 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
         run.status, run.seconds = process.returncode, time.monotonic() - started
     _processes.end(process, interrupt=False)  # whatever the program left running in its group
     progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}")
-    return run.read()
+    run.read()
+    exited = {record["pid"] for record in run.processes if record["at"] == "exit"}
+    run.outlived = [record for record in {r["pid"]: r for r in run.processes}.values()
+                    if record["pid"] not in exited and alive(record["pid"])]  # fmt: skip
+    return run
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (POSIX; on Windows os.kill(pid, 0) would send Ctrl-C: never asked)."""
+    if os.name != "posix":
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def progress(text: str) -> None:
@@ -364,8 +422,9 @@ def output_difference(output: str, stock: Run, patched: Run, ignored: list[str])
     for each in (stock, patched):
         text = Path(f"{each.prefix}.{output}").read_bytes().decode("utf-8", "surrogateescape")
         for pattern in ignored:
-            text = re.sub(pattern, "", text)
-        lines.append(text.splitlines(keepends=True))
+            text = re.sub(pattern, lambda match: match.groupdict().get("kept") or "", text)
+        lines.append(text.split("\n"))  # lines as a file has them: a form feed or \x1c ends none
+        lines[-1] = [line + "\n" for line in lines[-1][:-1]] + [lines[-1][-1]] * (lines[-1][-1] != "")
     if lines[0] == lines[1]:
         return []
     progress(f"{output}: comparing {len(lines[0]):,} lines with {len(lines[1]):,}")
@@ -391,7 +450,12 @@ def visible(line: str) -> str:
     characters, bytes that are not UTF-8, no end of line."""
     text = line[:-1] if line.endswith("\n") else line
     plain = line.endswith("\n") and text.isprintable() and text == text.strip() and text != ""
-    return text if plain else repr(text.encode("utf-8", "surrogateescape"))[1:] + ("" if text != line else " (no end)")
+    shown = text if plain else repr(text.encode("utf-8", "surrogateescape"))[1:] + ("" if text != line else " (no end)")
+    return (
+        shown
+        if len(shown) <= LONGEST
+        else f"{shown[: LONGEST // 2]}...{shown[-LONGEST // 2 :]} ({len(text):,} characters)"
+    )
 
 
 def shortened(text: str) -> str:

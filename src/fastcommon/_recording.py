@@ -29,6 +29,8 @@ def append(path: str, **record: Any) -> None:
 class Run:
     """This process's part in a run of compare's: where it records its tests."""
 
+    given: str | None = None  # PYTEST_PLUGINS as the program was given it
+
     def __init__(self, runner: str) -> None:
         self.prefix = os.environ.pop(_environment.COMPARE_RUN, "")  # the processes this one starts record nothing
         if self.prefix and hasattr(signal, "SIGBREAK"):  # Windows: compare's Ctrl-Break as Ctrl-C, fixtures torn down
@@ -53,11 +55,21 @@ def pytest_addoption(pluginmanager: Any) -> None:  # the first hook, called as p
         if given is not None:
             os.environ["PYTEST_PLUGINS"] = given
     _run = Run("pytest")
+    _run.given = given
+
+
+def pytest_unconfigure(config: Any) -> None:  # a pytest.main() after this one, in this process, records too
+    if _run is not None and _run.prefix and not hasattr(config, "workerinput"):
+        os.environ[_environment.COMPARE_RUN] = _run.prefix
+        os.environ["PYTEST_PLUGINS"] = plugins_with_this(_run.given)
+        if _run.given is not None:
+            os.environ[_environment.COMPARE_PYTEST_PLUGINS] = _run.given
 
 
 def pytest_cmdline_main(config: Any) -> None:  # before the cache plugin and pytest-xdist configure themselves
     if _run is None or not _run.prefix:
         return
+    cache = ""
     if config.pluginmanager.has_plugin("cacheprovider"):  # this run's copy of the cache: the program's stays as it was
         cache = _run.prefix + ".cache"
         original = os.path.join(config.rootpath, os.path.expanduser(os.path.expandvars(config.getini("cache_dir"))))
@@ -65,13 +77,21 @@ def pytest_cmdline_main(config: Any) -> None:  # before the cache plugin and pyt
             shutil.copytree(original, cache, symlinks=True)
         if isinstance(getattr(config, "_inicache", None), dict):
             config._inicache["cache_dir"] = cache
-    if getattr(config.option, "randomly_seed", None) == "default":  # before pytest-randomly draws one
+    seed = getattr(config.option, "randomly_seed", None)  # before pytest-randomly draws one ("last": none cached)
+    if seed == "default" or (
+        seed == "last" and cache and not os.path.isfile(os.path.join(cache, "v", "randomly_seed"))
+    ):
         config.option.randomly_seed = int(os.environ[_environment.COMPARE_SEED])
 
 
 def pytest_configure(config: Any) -> None:
     if _run is not None and _run.prefix and not hasattr(config, "workerinput"):  # xdist's controller sees all
-        config.pluginmanager.register(_PytestRecorder(config, _run), "fastcommon-compare-recorder")
+        recorder = _PytestRecorder(config, _run)
+        config.pluginmanager.register(recorder, "fastcommon-compare-recorder")
+        if hasattr(config.hook, "pytest_xdist_node_collection_finished"):  # xdist installed: its hook, by name
+            worker = type("XdistCollection", (), {"pytest_xdist_node_collection_finished": staticmethod(
+                recorder.collected_by_a_worker)})()  # fmt: skip
+            config.pluginmanager.register(worker, "fastcommon-compare-xdist")
 
 
 _states = ""  # where this process records grpc's state (its file): set under compare as it imports grpc
@@ -90,8 +110,9 @@ def grpc_imported() -> None:
 def grpc_state(at: str) -> None:
     """Under compare, record whether fastcommon has grpc patched in this process now (``at``: why now)."""
     patching = sys.modules.get("fastcommon._patching")  # not loaded: nothing patched grpc
-    if _states:
-        append(_states, pid=os.getpid(), argv=sys.orig_argv, at=at, patched=bool(patching and patching.is_patched()))
+    states = _states or os.environ.get(_environment.COMPARE_PROCESSES, "")  # -I, -E: grpc imported unseen
+    if states:
+        append(states, pid=os.getpid(), argv=sys.orig_argv, at=at, patched=bool(patching and patching.is_patched()))
 
 
 def plugins_with_this(given: str | None) -> str:
@@ -105,6 +126,9 @@ class _PytestRecorder:
 
     def pytest_collection_finish(self, session: Any) -> None:
         self.run.record(collected=[item.nodeid for item in session.items])
+
+    def collected_by_a_worker(self, node: Any, ids: list[str]) -> None:  # pytest-xdist's controller collects nothing
+        self.run.record(collected=list(ids))
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.run.record(started=nodeid)
@@ -145,21 +169,23 @@ def unittest_main() -> None:
 
     collected: list[str] = []  # the tests, in the order they run
 
-    class Result(unittest.TextTestResult):
-        done = 0  # how many of them have ended
+    last: list[str] = []  # the test that started last (in whatever order the suite runs them), until the next
+    done: set[str] = set()  # those that have ended
 
-        def startTest(self, test: Any) -> None:  # those before it have ended, their class's and module's teardowns too
-            self.ended(collected.index(test.id(), self.done))
+    class Result(unittest.TextTestResult):
+        def startTest(self, test: Any) -> None:  # the one before it has ended, its class's and module's teardowns too
+            self.ended(last)
+            last[:] = [test.id()]
             recording.record(started=test.id())
             super().startTest(test)
 
-        def stopTestRun(self) -> None:  # stopped early (-f): those after the last to start never started
-            self.ended(self.done + 1 if self.shouldStop else len(collected))
+        def stopTestRun(self) -> None:  # stopped early (-f): those that never started, never ended
+            self.ended(last if self.shouldStop else [*last, *collected])
             super().stopTestRun()
 
-        def ended(self, upto: int) -> None:
-            recording.record(ended=collected[self.done : upto])
-            self.done = upto
+        def ended(self, tests: list[str]) -> None:
+            recording.record(ended=list(dict.fromkeys(test for test in tests if test not in done)))
+            done.update(tests)
 
         def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
             super().addSubTest(test, subtest, err)
