@@ -1,5 +1,5 @@
-"""Build fastcommon: the Cython extensions when it can (fast_common, fast_metadata and fast_entry, the last not
-for the Limited API; on POSIX also _sigterm, run --report's SIGTERM relay), pure Python when it cannot.
+"""Build fastcommon: the Cython extensions when it can (fast_common, fast_metadata, fast_hooks and fast_entry, the
+last not for the Limited API; on POSIX also _sigterm, run --report's SIGTERM relay), pure Python when it cannot.
 
 FASTCOMMON_NO_EXTENSIONS=1        build pure Python on purpose (no Cython, no compiler).
 FASTCOMMON_REQUIRE_EXTENSIONS=1   a failed extension build, or an extension that does not import, is fatal
@@ -32,6 +32,7 @@ LOST_WITHOUT = {  # what a failed build of each extension leaves out
     "fastcommon.fast_common": PURE,
     "fastcommon.fast_metadata": PURE,
     "fastcommon.fast_entry": PURE,
+    "fastcommon.fast_hooks": PURE,
     "fastcommon._sigterm": "run --report's SIGTERM relay is missing: a process whose main thread waits with no "
     "timeout may not end when another thread takes SIGTERM (docs/adoption.md).",
 }
@@ -106,9 +107,10 @@ def extensions():
     if flag(ENVIRONMENT["LIMITED_API"]):
         version = "0x{:02X}{:02X}0000".format(*LIMITED_API_VERSION)
         macros = [("Py_LIMITED_API", version), ("CYTHON_LIMITED_API", "1")]
-    # What grpc calls: the conversions, grpc.aio's Metadata methods, the metadata entry constructor (which writes a
-    # tuple in place: not in the Limited API). _sigterm: run --report's SIGTERM relay, POSIX only (a C handler).
-    names = ["fast_common", "fast_metadata", *([] if macros else ["fast_entry"])]
+    # What grpc calls: the conversions, grpc.aio's Metadata methods, grpc's hooks, the metadata entry constructor
+    # (which writes a tuple in place: not in the Limited API). _sigterm: run --report's SIGTERM relay, POSIX only (a
+    # C handler).
+    names = ["fast_common", "fast_metadata", "fast_hooks", *([] if macros else ["fast_entry"])]
     names += ["_sigterm"] if os.name == "posix" else []
     extensions = [
         Extension(f"fastcommon.{name}", [f"fastcommon/{name}.pyx"], define_macros=macros, py_limited_api=bool(macros))

@@ -151,14 +151,16 @@ def side_of(module_name):
 
 @contextlib.contextmanager
 def counting_calls():
-    """Count the calls grpc makes through grpc._common's four functions, by side; yields the Counter.
+    """Count the calls grpc makes through grpc._common's four functions and grpc._observability.get_plugin, by side;
+    yields the Counter.
 
     The functions in place (fastcommon's, when patched) are wrapped, called through and put back.
     """
-    from grpc import _common
+    from grpc import _common, _observability
 
     counts = collections.Counter()
-    in_place = {name: getattr(_common, name) for name in CONVERSIONS}
+    homes = {**dict.fromkeys(CONVERSIONS, _common), "get_plugin": _observability}
+    in_place = {name: getattr(home, name) for name, home in homes.items()}
 
     def counted(name, function):
         def wrapper(*args):
@@ -168,12 +170,12 @@ def counting_calls():
         return wrapper
 
     for name, function in in_place.items():
-        setattr(_common, name, counted(name, function))
+        setattr(homes[name], name, counted(name, function))
     try:
         yield counts
     finally:
         for name, function in in_place.items():
-            setattr(_common, name, function)
+            setattr(homes[name], name, function)
 
 
 @contextlib.contextmanager

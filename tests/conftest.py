@@ -59,6 +59,7 @@ METADATA_METHODS = (
     "Metadata.__len__", "Metadata.__getitem__", "Metadata.get", "Metadata.get_all", "Metadata.__contains__",
     "Metadata.__setitem__", "_BaseMultiCallable._init_metadata",
 )  # fmt: skip
+HOOKS = ("get_plugin", "_get_running_loop", "_is_async_handler", "_create_servicer_context")  # grpc's hooks
 if HAVE_GRPCIO:
     # grpc's own objects are the oracle, taken before any test can patch grpc. Under `python -m fastcommon
     # run -m pytest` grpc is patched as soon as it is imported; its own are then the ones fastcommon replaced.
@@ -66,10 +67,11 @@ if HAVE_GRPCIO:
     GRPC_METADATUM = helpers.original("_Metadatum")  # grpc's metadata entry class
     # grpc.aio's Metadata methods and _init_metadata, as their classes hold them; those this grpcio has.
     GRPC_METADATA_ORIGINALS = {name: own for name in METADATA_METHODS if (own := helpers.original(name)) is not None}
+    GRPC_HOOKS = {name: own for name in HOOKS if (own := helpers.original(name)) is not None}  # those it has
     assert all(function.__module__ == "grpc._common" for function in GRPC_ORACLE.values()), GRPC_ORACLE
 else:
     GRPC_ORACLE = None if _oracle_module is None else {name: getattr(_oracle_module, name) for name in FUNCTIONS}
-    GRPC_METADATUM, GRPC_METADATA_ORIGINALS = None, {}  # for the modules that import them, then skip
+    GRPC_METADATUM, GRPC_METADATA_ORIGINALS, GRPC_HOOKS = None, {}, {}  # for the modules that import them, then skip
 
 # Under `python -m fastcommon run -m pytest`, this process is adopted by now (it has imported grpc), and every
 # child would inherit the adoption (under compare, its records). The children the tests start are experiments with
@@ -100,12 +102,13 @@ def abi3_build():
 
 def expected_patch():
     """What patch() replaces on stock grpc, from the build's facts: the compiled module adds the metadata entry
-    (not in a Limited API build, which cannot know a tuple's layout) and the Metadata methods this grpcio has."""
+    (not in a Limited API build, which cannot know a tuple's layout), and the Metadata methods and hooks this grpcio
+    has."""
     import fastcommon
 
     if fastcommon.IMPLEMENTATION != "cython":
         return FUNCTIONS
-    return (*FUNCTIONS, *(() if abi3_build() else ("_Metadatum",)), *GRPC_METADATA_ORIGINALS)
+    return (*FUNCTIONS, *(() if abi3_build() else ("_Metadatum",)), *GRPC_METADATA_ORIGINALS, *GRPC_HOOKS)
 
 
 def pytest_report_header():

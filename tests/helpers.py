@@ -248,6 +248,11 @@ def unavailable(name):
     return _gate.unavailable(_registry.BY_NAME[name], original(name))
 
 
+def suite_ran_on_cpython_up_to(monkeypatch, version):
+    """Make the gate take ``version`` (3, N) for the newest CPython the suite ran on: grpc's hooks follow its stdlib."""
+    monkeypatch.setattr(_gate, "NEWEST_CPYTHON", version)
+
+
 def unknown():
     """What of the installed grpcio the gate does not know, by name, as .ci/next-grpcio prints it."""
     return _gate.unknown(_patching.originals())

@@ -17,7 +17,7 @@ grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
 import helpers
 from changed_grpc import MADE_UP_CHANGES, zero_copy_deserialize
-from conftest import FUNCTIONS, GRPC_METADATA_ORIGINALS, GRPC_ORACLE, METADATA_METHODS, expected_patch
+from conftest import FUNCTIONS, GRPC_METADATA_ORIGINALS, GRPC_ORACLE, HOOKS, METADATA_METHODS, expected_patch
 from grpc import _common as grpc_common
 
 import fastcommon
@@ -32,13 +32,13 @@ TESTED = ", ".join(helpers.TESTED_GRPCIO)  # the releases the registry's fingerp
 
 def status_lines():
     """The lines of `python -m fastcommon` about what patch() does, by the name they start with."""
-    return {line.split()[0]: line for line in helpers.status() if " in grpc." in line}
+    return {line.split()[0]: line for line in helpers.status() if line.split()[1:2] == ["in"]}
 
 
 def test_status_shows_each_fingerprint_once_and_what_patch_does(monkeypatch):
     monkeypatch.setattr(grpc_common, "deserialize", zero_copy_deserialize)
     lines = status_lines()
-    assert sorted(lines) == sorted([*FUNCTIONS, "_Metadatum", *METADATA_METHODS])
+    assert sorted(lines) == sorted([*FUNCTIONS, "_Metadatum", *METADATA_METHODS, *HOOKS])
     for name, line in lines.items():  # each name as patch(), is_patched() and the report have it, then its home
         assert line.split()[1:3] == ["in", helpers.home(name)] and fastcommon.is_patched(name) is False
     replaces = "patch() replaces it"

@@ -3,6 +3,8 @@ class), what it leaves to grpc where grpc changed, with one warning naming it, w
 changes nothing of grpc's."""
 
 import collections
+import contextlib
+import functools
 import logging
 import sys
 import threading
@@ -17,8 +19,9 @@ import changed_grpc
 import changed_metadata
 import helpers
 from changed_grpc import decode_with_an_unprobed_branch, zero_copy_deserialize
-from conftest import FUNCTIONS, GRPC_METADATA_ORIGINALS, GRPC_METADATUM, GRPC_ORACLE, expected_patch
+from conftest import FUNCTIONS, GRPC_HOOKS, GRPC_METADATA_ORIGINALS, GRPC_METADATUM, GRPC_ORACLE, expected_patch
 from grpc import _common as grpc_common
+from grpc import _observability
 from grpc._cython import cygrpc
 from grpc.aio import _channel
 from grpc.aio import _metadata as grpc_metadata
@@ -28,7 +31,7 @@ import fastcommon
 
 PATCHED = expected_patch()
 BEYOND_FUNCTIONS = PATCHED[len(FUNCTIONS) :]  # _Metadatum and the aio Metadata methods, where this build offers them
-GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_ORIGINALS}
+GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_ORIGINALS, **GRPC_HOOKS}
 TESTED = ", ".join(helpers.TESTED_GRPCIO)  # the releases the registry's fingerprints name
 MADE_UP_CHANGES = {**changed_grpc.MADE_UP_CHANGES, **changed_metadata.MADE_UP_CHANGES}
 
@@ -138,14 +141,15 @@ def observable():
     from grpc.aio import Metadata
     from grpc.aio._channel import _BaseMultiCallable
 
-    classes = [Metadata, *Metadata.__mro__[1:-1], _BaseMultiCallable, GRPC_METADATUM, collections.abc.Sequence]
+    classes = [Metadata, *Metadata.__mro__[1:-1], _BaseMultiCallable, GRPC_METADATUM, collections.abc.Sequence,
+               collections.abc.Awaitable]  # fmt: skip
     seen = {f"module {name}": dict(vars(sys.modules[name])) for name in (*helpers.HOMES, "grpc")}
     for cls in classes:
         seen[f"class {cls.__qualname__}"] = dict(vars(cls))
         seen[f"subclasses of {cls.__qualname__}"] = cls.__subclasses__()
         if isinstance(cls, abc.ABCMeta):
             seen[f"abc of {cls.__qualname__}"] = [{ref() for ref in refs} for refs in abc._get_dump(cls)[:3]]
-    for name in ("grpc._common", "grpc", ""):
+    for name in ("grpc._common", "grpc._cython.cygrpc", "grpc", ""):
         logger = logging.getLogger(name)
         seen[f"logger {name!r}"] = [list(logger.filters), list(logger.handlers), dict(logger._cache)]
     seen["linecache"], seen["modules"] = set(linecache.cache), set(sys.modules)
@@ -585,3 +589,85 @@ def test_the_probes_pass_grpcs_own_and_name_each_change_among_the_others():
             verdicts = helpers.metadata_differences(list(owns), {**owns, name: changed})
             assert verdicts[name] is not None and verdicts[name].startswith("it differs on a probe: "), name
             assert [other for other, why in verdicts.items() if why] == [name]
+
+
+# ------------------------------------------------------------------ grpc's hooks
+
+
+@contextlib.contextmanager
+def get_plugin_without_the_lock():
+    yield _observability._OBSERVABILITY_PLUGIN
+
+
+def instrumented_get_plugin():
+    """A user's wrapper of grpc's get_plugin: functools.wraps names grpc's as its __wrapped__."""
+    return functools.wraps(GRPC_HOOKS["get_plugin"])(lambda: GRPC_HOOKS["get_plugin"]())
+
+
+def naming_grpcs_generator():
+    """A context manager calling a generator of its own, whose __wrapped__ names grpc's."""
+    made = contextlib.contextmanager(get_plugin_without_the_lock.__wrapped__)
+    made.__wrapped__ = GRPC_HOOKS["get_plugin"].__wrapped__
+    return made
+
+
+@contextlib.contextmanager
+def servicer_context_never_finalized(rpc_event, state, request_deserializer):
+    from grpc import _server
+
+    yield _server._Context(rpc_event, state, request_deserializer)
+
+
+HOOK_CHANGES = {
+    "_create_servicer_context": lambda: servicer_context_never_finalized,
+    "get_plugin": lambda: get_plugin_without_the_lock,
+    "get_plugin, a user's wrapper": instrumented_get_plugin,
+    "get_plugin, naming grpc's generator": naming_grpcs_generator,
+    "_get_running_loop": lambda: lambda: None,
+    "_is_async_handler": lambda: lambda handler: True,
+}
+
+
+@pytest.mark.parametrize("change", sorted(HOOK_CHANGES))
+def test_a_hook_grpc_changed_stays_grpcs_with_one_warning(monkeypatch, change):
+    name = change.split(",")[0]
+    if name not in PATCHED:
+        pytest.skip(f"grpcio {grpc.__version__} has no {name}, or this build does not offer it")
+    changed = HOOK_CHANGES[change]()
+    monkeypatch.setattr(*helpers.owner(name), changed)
+    replaced, message = patch_expecting_one_warning()
+    try:
+        assert replaced == tuple(other for other in PATCHED if other != name)
+        assert f"{name} in {helpers.home(name)} (its code is not one fastcommon's suite ran against)" in message
+    finally:
+        fastcommon.unpatch()
+    assert helpers.current(name) is changed
+
+
+def test_cygrpcs_compiled_hooks_are_known_release_by_release(monkeypatch):
+    """Cython's functions have no source to read: on a grpcio release the suite has not run against they stay grpc's,
+    and the watch prints the line to add; get_plugin, whose source is read, is known still."""
+    compiled = [name for name in ("_get_running_loop", "_is_async_handler") if name in GRPC_HOOKS]
+    known = {name: helpers.fingerprint(GRPC_HOOKS[name]) for name in compiled}
+    monkeypatch.setattr(grpc, "__version__", "1.999.0")
+    found = helpers.unknown()
+    assert sorted(found) == sorted(compiled)
+    for name in compiled:
+        fingerprint = helpers.fingerprint(GRPC_HOOKS[name])
+        assert fingerprint != known[name]
+        assert found[name].startswith(f'"{fingerprint}": ("1.999.0",),  # in the fingerprints of {name} in ')
+
+
+def test_on_a_cpython_newer_than_the_suite_ran_on_the_hooks_stay_grpcs_without_a_warning(monkeypatch):
+    helpers.suite_ran_on_cpython_up_to(monkeypatch, (3, 9))
+    with helpers.unwarned():
+        replaced = fastcommon.patch()
+    try:
+        assert replaced == tuple(name for name in PATCHED if name not in GRPC_HOOKS)
+    finally:
+        fastcommon.unpatch()
+    if "get_plugin" in PATCHED:
+        assert (
+            helpers.unavailable("get_plugin")
+            == "fastcommon's does as contextlib, inspect and logging do up to CPython 3.9"
+        )

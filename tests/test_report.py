@@ -108,7 +108,8 @@ def test_report_names_what_was_called_as_is_patched_takes_it():
     calls = dict.fromkeys(helpers.NAMES, 0) | {"decode": 3, "Metadata.add": 2}
     text = helpers.report_text(summary(calls, saving=lambda name: 1000.0))
     assert helpers.reports(text)[os.getpid()] == {"decode": 3, "Metadata.add": 2}
-    assert f"(15 of {len(helpers.NAMES)} not called)" in text and "saved: 0.005 ms" in text  # 5 calls, 1 µs each
+    assert f"({len(helpers.NAMES) - 2} of {len(helpers.NAMES)} not called)" in text
+    assert "saved: 0.005 ms" in text  # 5 calls, 1 µs each
 
 
 @pytest.mark.parametrize("implementation", ["cython", "python"])

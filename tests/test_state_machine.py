@@ -17,7 +17,7 @@ import threading
 import warnings
 
 import pytest
-from conftest import GRPC_METADATA_ORIGINALS, GRPC_METADATUM, GRPC_ORACLE, NEEDS_GRPCIO
+from conftest import GRPC_HOOKS, GRPC_METADATA_ORIGINALS, GRPC_METADATUM, GRPC_ORACLE, NEEDS_GRPCIO
 
 grpc = pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
 
@@ -40,7 +40,7 @@ except ImportError:  # pure, or the Limited API (abi3)
 
 HEADERS = (("x-state", "machine"), ("x-blob-bin", b"\x00\xff"), ("x-state", "again"))
 NAMES = tuple(name for name in helpers.NAMES if helpers.original(name) is not None)  # what this grpcio has
-GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_ORIGINALS}
+GRPCS_OWN = {**GRPC_ORACLE, "_Metadatum": GRPC_METADATUM, **GRPC_METADATA_ORIGINALS, **GRPC_HOOKS}
 ODD = st.one_of(
     st.none(),
     st.integers(),

@@ -8,7 +8,7 @@ import warnings
 from typing import Any
 
 from . import _environment, common
-from ._registry import BY_NAME, CLASS, FUNCTION, METADATA_KINDS
+from ._registry import BY_NAME, CLASS, FUNCTION, HOOK, METADATA_KINDS
 
 
 class FastcommonWarning(RuntimeWarning):
@@ -29,8 +29,9 @@ def warn(message: str, stacklevel: int) -> None:
         warnings.showwarning(warning, FastcommonWarning, frame.f_code.co_filename, frame.f_lineno)
 
 
-# The twin of common.py, grpc.aio's Metadata methods, the entry constructor (none for the Limited API): all, or none.
-COMPILED = ("fast_common", "fast_metadata", "fast_entry")
+# The twin of common.py, grpc.aio's Metadata methods, grpc's hooks, the entry constructor (none for the Limited API):
+# all, or none.
+COMPILED = ("fast_common", "fast_metadata", "fast_hooks", "fast_entry")
 
 
 def _read(path: str) -> str | None:
@@ -109,6 +110,9 @@ def replacements(originals: dict[str, Any], metadata_class: Any, counted: bool =
     """fastcommon's replacement for each of grpc's ``originals`` (by name); counting their calls where ``counted``."""
     methods = {name: original for name, original in originals.items() if BY_NAME[name].kind in METADATA_KINDS}
     replacing = metadata_methods(methods, metadata_class, counted) if methods else {}
+    if hooks := {name: original for name, original in originals.items() if BY_NAME[name].kind == HOOK}:
+        counters = {name: BY_NAME[name].counter for name in hooks} if counted else None
+        replacing |= compiled["fast_hooks"].hooks(hooks, counters=counters)
     for name, original in originals.items():
         replaceable = BY_NAME[name]
         if replaceable.kind == FUNCTION:

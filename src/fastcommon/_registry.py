@@ -1,19 +1,23 @@
 """What fastcommon may replace in grpc, each thing once, as data that all of fastcommon, .ci/next-grpcio and the tests
-read: a new name is one entry here and, if compiled, a function in fast_common.pyx or a maker in fast_metadata.pyx."""
+read: a new name is one entry here and, if compiled, a function in fast_common.pyx, a maker in fast_metadata.pyx or a
+hook in fast_hooks.pyx."""
 
 import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 FUNCTION, CLASS, METHOD, CLASSMETHOD, STATICMETHOD = "function", "class", "method", "classmethod", "staticmethod"
+HOOK = "hook"  # what grpc runs on every RPC for observability plugins and debug logging, and a handler's kind
 METADATA_KINDS = (METHOD, CLASSMETHOD, STATICMETHOD)  # grpc.aio's Metadata methods and _init_metadata
-_METADATA = "grpc.aio._metadata"  # the home of grpc.aio's Metadata
+_METADATA, _CYGRPC = "grpc.aio._metadata", "grpc._cython.cygrpc"  # the homes of grpc.aio's Metadata, grpc's Cython
 
+NEWEST_CPYTHON = (3, 15)  # the newest the suite ran on: the hooks do as its contextlib, inspect and logging do
 USER_AGENT = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # an entry every RPC carries
 METHOD_NAME = "/grpc.testing.BenchmarkService/UnaryCall"  # what encode and decode are timed on
 
 # The grpcio releases the suite ran against, by the code they share (grpc removed an `else:` from encode in 1.76 and
-# retyped the aio methods over the years: new source, the same behaviour). Written by hand, not from what CI installs,
+# retyped the aio methods over the years: new source, the same behaviour); Cython's functions, which have no source,
+# by the release (fingerprints.py). Written by hand, not from what CI installs,
 # a fingerprint only after the whole suite passes against its release (.ci/next-grpcio prints the line to add).
 _V62, _V73, _V80, _V85 = ("1.62.3",), ("1.73.1",), ("1.80.1",), ("1.85.1", "1.85.3")
 _OLDER, _NEWER = _V62 + _V73, _V80 + _V85
@@ -50,7 +54,7 @@ _TABLE = (
                 lambda cls, m: (b"message", bytes), arguments=2),
     Replaceable("deserialize", "grpc._common", FUNCTION, {"581b882d": _OLDER, "75deb5cd": _NEWER},
                 lambda cls, m: (b"message", bytes), arguments=2),
-    Replaceable("_Metadatum", "grpc._cython.cygrpc", CLASS, {}, lambda cls, m: USER_AGENT),
+    Replaceable("_Metadatum", _CYGRPC, CLASS, {}, lambda cls, m: USER_AGENT),
     Replaceable("Metadata.__init__", _METADATA, METHOD, {"0c3ca982": _OLDER, "c0b7a426": _NEWER}, lambda cls, m: (m,)),
     Replaceable("Metadata.add", _METADATA, METHOD, {"a4ec3e50": _OLDER + _NEWER}, lambda cls, m: (m, "x-key", "value")),
     Replaceable("Metadata.from_tuple", _METADATA, CLASSMETHOD,
@@ -69,6 +73,13 @@ _TABLE = (
                 lambda cls, m: (m, USER_AGENT[0], "value")),
     Replaceable("_BaseMultiCallable._init_metadata", "grpc.aio._channel", STATICMETHOD,
                 {"478d5c4b": _OLDER, "0bb5050f": _V80, "289438a0": _V85}, lambda cls, m: (m, None)),
+    Replaceable("get_plugin", "grpc._observability", HOOK, {"aae09a11": _OLDER + _NEWER}, lambda cls, m: ()),
+    Replaceable("_get_running_loop", _CYGRPC, HOOK, {"acecf2dd": _V80, "0857d511": _V85[:1], "f29d2131": _V85[1:]},
+                lambda cls, m: ()),  # none before 1.80
+    Replaceable("_is_async_handler", _CYGRPC, HOOK, {"924c5366": _V62, "f8d8c73e": _V73, "e22ae46f": _V80,
+                "f0bcda8e": _V85[:1], "a32449d3": _V85[1:]}, lambda cls, m: (_key,)),  # timed on a plain function
+    Replaceable("_create_servicer_context", "grpc", HOOK, {"dc07fcf8": _OLDER + _NEWER},
+                lambda cls, m: (None, None, None)),
 )  # fmt: skip
 
 REPLACEABLES = tuple(dataclasses.replace(replaceable, counter=i) for i, replaceable in enumerate(_TABLE))

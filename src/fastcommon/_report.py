@@ -93,6 +93,11 @@ class Report:
         functions = [getattr(raw, "__func__", raw) for raw in self.timed[name]]  # as the class calls them
         if inspect.isgeneratorfunction(functions[0]):  # an iterator's cost is in its items
             functions = [lambda m, function=function: tuple(function(m)) for function in functions]
+        elif inspect.isgeneratorfunction(getattr(functions[0], "__wrapped__", None)):  # a context manager's: its with
+            functions = [
+                lambda *a, f=function: (m := f(*a), m.__enter__(), m.__exit__(None, None, None))
+                for function in functions
+            ]
         cls = _grpc.metadata_class()
         arguments = BY_NAME[name].calibration(cls, cls(USER_AGENT))
         runs = [[ns_per_call(each, arguments, CALLS_PER_RUN, repeat=1) for each in functions] for _ in range(RUNS)]

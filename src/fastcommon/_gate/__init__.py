@@ -1,12 +1,14 @@
 """The patch gate: for each name, whether fastcommon's may replace grpc's own, judged from grpc's objects. A function
 or a method passes when its fingerprint is one the suite ran against (fingerprints.py) and fastcommon's agrees with it
-on every probe (functions.py, metadata.py); the metadata entry class, when it has the namedtuple's shape and the
-entries agree on every probe (metadatum.py). Judging only reads: it probes copies of its own."""
+on every probe (functions.py, metadata.py); a hook, by its fingerprint on a CPython the suite ran on; the metadata entry
+class, when it has the namedtuple's shape and the entries agree on every probe (metadatum.py). Judging only reads: it
+probes copies of its own."""
 
+import sys
 from typing import Any
 
 from .. import _grpc, _implementation
-from .._registry import CLASS, FUNCTION, METADATA_KINDS, REPLACEABLES, Replaceable, of_kind
+from .._registry import CLASS, FUNCTION, HOOK, METADATA_KINDS, NEWEST_CPYTHON, REPLACEABLES, Replaceable, of_kind
 from .._verdict import Verdict, unknown_fingerprint
 from . import functions, metadata, metadatum
 from .fingerprints import fingerprint_of as fingerprint_of  # the status prints it too
@@ -31,6 +33,8 @@ def unavailable(replaceable: Replaceable, original: Any) -> str | None:
     """Why fastcommon has nothing to put in place of grpc's ``original`` here (pure Python, abi3, grpc has none)."""
     if replaceable.kind != FUNCTION and not _implementation.compiled:
         return "fastcommon runs pure Python here, which does it no faster than grpc"
+    if replaceable.kind == HOOK and sys.version_info[:2] > NEWEST_CPYTHON:
+        return "fastcommon's does as contextlib, inspect and logging do up to CPython {}.{}".format(*NEWEST_CPYTHON)
     if replaceable.kind == CLASS and "fast_entry" not in _implementation.compiled:
         return "this build of fastcommon (the Limited API, abi3) does not build it: a tuple's layout is CPython's own"
     return f"grpcio {_grpc.version()} has no {replaceable.name} of its own" if original is None else None
@@ -43,7 +47,7 @@ def _judge(replaceable: Replaceable, original: Any) -> Verdict:
             return Verdict(name, why, available=False)
         if replaceable.kind == CLASS:
             return Verdict(name, metadatum.class_difference(original) or metadatum.difference(original))
-        if replaceable.kind != FUNCTION and (why := metadata.class_difference()):
+        if replaceable.kind in METADATA_KINDS and (why := metadata.class_difference()):
             return Verdict(name, why)
         if fingerprint_of(original) not in replaceable.fingerprints:
             return Verdict(name, "its code is not one fastcommon's suite ran against")

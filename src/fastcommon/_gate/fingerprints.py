@@ -1,6 +1,7 @@
 """The gate's first test: a fingerprint of the code, so that a change no probe exercises is still seen."""
 
 import ast
+import contextlib
 import linecache
 import sys
 import textwrap
@@ -9,7 +10,10 @@ import types
 import zlib
 from typing import Any
 
+from .. import _grpc
+
 _OPENING = ("def ", "async def ", "class ", "@")  # what opens the next definition at a function's indentation
+_CONTEXT_MANAGER = contextlib.contextmanager(lambda: iter(())).__code__  # the code of what contextmanager makes
 
 
 def source(function: Any) -> str | None:
@@ -41,8 +45,17 @@ def source(function: Any) -> str | None:
 
 
 def fingerprint_of(function: Any) -> str | None:
-    """CRC-32 of the source of grpc's ``function`` (or classmethod) and of its module's functions it names, or None."""
+    """CRC-32 of the source of grpc's ``function`` (a classmethod's, a context manager's generator) and of its module's
+    functions it names; of a Cython function, which has no source, of what can be read off it and the grpcio release."""
     function = getattr(function, "__func__", function)
+    if type(function).__name__ in ("cython_function_or_method", "builtin_function_or_method"):  # release by release
+        code = getattr(function, "__code__", None)  # Cython's binding functions have one, of facts: no code
+        facts = (_grpc.version(), function.__module__, function.__qualname__, function.__doc__,
+                 code and (code.co_filename, code.co_firstlineno, code.co_varnames))  # fmt: skip
+        return f"{zlib.crc32(repr(facts).encode()):08x}"
+    cells = getattr(function, "__code__", None) is _CONTEXT_MANAGER and function.__closure__
+    if cells and cells[0].cell_contents is getattr(function, "__wrapped__", None):  # the generator it calls
+        function = cells[0].cell_contents
     module = sys.modules.get(getattr(function, "__module__", None) or "")
     found, pending = [], [function]
     while pending:

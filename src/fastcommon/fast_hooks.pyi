@@ -1,0 +1,13 @@
+"""Type stub for grpc's per-RPC hooks, compiled."""
+
+from collections.abc import Mapping
+from typing import Any, final
+
+def hooks(originals: Mapping[str, Any], /, *, counters: Mapping[str, int] | None = None) -> dict[str, Any]: ...
+
+@final
+class HookContext:
+    def __enter__(self) -> Any: ...
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any, /) -> bool: ...
+
+def calls() -> tuple[int, ...]: ...
