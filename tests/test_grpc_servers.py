@@ -259,3 +259,48 @@ def test_rpcs_pass_on_a_grpc_with_a_made_up_change(stubs, channel, monkeypatch, 
     with warned, fastcommon.patched() as replaced:
         assert replaced == tuple(n for n in PATCHED if n != name)
         rpcs_pass(pb2, pb2_grpc, channel)
+
+
+@pytest.mark.stock
+def test_rpcs_call_grpcs_hooks_through_what_is_in_place_as_often_patched_as_stock(stubs):
+    """grpc looks its hooks up at each call: sync and grpc.aio RPCs call fastcommon's, patched, as often as grpc's own,
+    stock (a counting wrapper around whatever is in place)."""
+    import helpers
+    from grpc import _observability
+    from grpc._cython import cygrpc
+
+    from grpc_echo import echo_server
+
+    pb2, pb2_grpc = stubs
+    homes = {"get_plugin": _observability, "_get_running_loop": cygrpc, "_is_async_handler": cygrpc,
+             "_create_servicer_context": grpc}  # fmt: skip
+
+    async def aio_rpcs():
+        async with aio_echo_server(pb2, pb2_grpc) as address, grpc.aio.insecure_channel(address) as channel:
+            return [(await pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="aio"))).text for _ in range(3)]
+
+    def scenario():
+        counts, in_place = {}, {name: getattr(home, name, None) for name, home in homes.items()}
+
+        def counted(name, function):
+            def wrapper(*args):
+                counts[name] = counts.get(name, 0) + 1
+                return function(*args)
+
+            return wrapper
+
+        for name, function in in_place.items():
+            if function is not None:
+                setattr(homes[name], name, counted(name, function))
+        try:
+            with echo_server(pb2, pb2_grpc) as address, grpc.insecure_channel(address) as channel:
+                replies = [pb2_grpc.EchoServiceStub(channel).Unary(pb2.Echo(text="sync")).text for _ in range(3)]
+            return replies, asyncio.run(aio_rpcs()), counts
+        finally:
+            for name, function in in_place.items():
+                if function is not None:
+                    setattr(homes[name], name, function)
+
+    if not (offered := [name for name in homes if name in PATCHED]):
+        pytest.skip("this build offers none of grpc's hooks")
+    helpers.assert_like_stock(scenario, *offered)

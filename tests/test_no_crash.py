@@ -451,9 +451,11 @@ def test_a_metadata_as_its_own_metadata_under_a_raised_recursion_limit_ends_as_w
 # into grpc, is called 100,000 times after a warm-up; a leak of one reference a call would move the total by
 # 100,000 (the Metadata round, by far more: it makes dozens of calls).
 REFCOUNT_PROBE = """
-import importlib, json, logging, sys
+import asyncio, importlib, json, logging, sys
 import fastcommon
-from fastcommon import fast_common, fast_metadata
+from fastcommon import fast_common, fast_hooks, fast_metadata
+import grpc
+from grpc import _observability
 from grpc._cython import cygrpc
 from inputs import METHOD, serialize_raises_exception
 fast_entry = None if fast_common.LIMITED_API else importlib.import_module("fastcommon.fast_entry")  # not in abi3
@@ -466,6 +468,32 @@ from grpc.aio import Metadata
 from grpc.aio._channel import _BaseMultiCallable
 
 HEADERS = tuple((f"x-header-{i}", f"value {i}") for i in range(10)) + (("x-header-1", b"\\x00again"),)
+
+
+def with_plugin(raised):
+    with _observability.get_plugin():
+        if raised:
+            raise ValueError("in the body")
+
+
+def with_servicer_context():
+    with grpc._create_servicer_context(None, None, None):
+        pass
+
+
+async def handler(request, context):
+    pass
+
+
+loop = asyncio.new_event_loop()
+
+
+def in_a_loop():
+    asyncio._set_running_loop(loop)
+    try:
+        return cygrpc._get_running_loop()
+    finally:
+        asyncio._set_running_loop(None)
 
 
 def metadata_methods():
@@ -500,6 +528,14 @@ calls = {
     "patch()'s constructor, any other call": (constructor, ("k",)),
     "grpc.aio Metadata: a call's path, reads, sets, iteration while adding": (metadata_methods, ()),
     "grpc.aio Metadata, off the fast path": (Metadata, ((1, "v"), ["k", "v"], ("k", None))),
+    "get_plugin's with-block": (with_plugin, (False,)),
+    "get_plugin's with-block, raising": (with_plugin, (True,)),
+    "_create_servicer_context's with-block": (with_servicer_context, ()),
+    "_is_async_handler": (cygrpc._is_async_handler, (handler,)),
+    "_is_async_handler, grpc's own": (cygrpc._is_async_handler, (len,)),
+    "_get_running_loop": (cygrpc._get_running_loop, ()),
+    "_get_running_loop, in a loop": (in_a_loop, ()),
+    "calls of the hooks": (fast_hooks.calls, ()),
 }
 if fast_entry is not None:
     calls["MetadatumConstructor(cls)"] = (fast_entry.MetadatumConstructor, (entry_class,))
@@ -527,5 +563,5 @@ def test_the_interpreters_total_reference_count_stays_flat():
     fast_common = load_implementation("fast_common")
     result = helpers.python("-c", REFCOUNT_PROBE, env={"PYTHONPATH": helpers.TESTS_DIR}, timeout=600, check_status=0)
     deltas = json.loads(result.stdout)
-    assert len(deltas) == (17 if fast_common.LIMITED_API else 19), deltas  # abi3 builds no fast_entry
+    assert len(deltas) == (25 if fast_common.LIMITED_API else 27), deltas  # abi3 builds no fast_entry
     assert all(abs(delta) < 100 for delta in deltas.values()), deltas

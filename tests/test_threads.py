@@ -162,6 +162,60 @@ def test_one_entry_constructor_shared_by_every_thread():
     assert fast_entry.calls()[4] - before == THREADS * ROUNDS
 
 
+# grpc's hooks as grpc's source has them (_observability.py, cygrpc's aio/common.pyx.pxi and server.pyx.pxi), in a
+# module of this test's own: the same code, whether or not grpcio is here.
+HOOKS_SOURCE = """
+import asyncio, contextlib, inspect, logging, threading
+_LOGGER = logging.getLogger("grpc._cython.cygrpc")
+_plugin_lock = threading.RLock()
+_OBSERVABILITY_PLUGIN = None
+
+@contextlib.contextmanager
+def get_plugin():
+    with _plugin_lock:
+        yield _OBSERVABILITY_PLUGIN
+
+def _get_running_loop():
+    try:
+        loop = asyncio.get_running_loop()
+        _LOGGER.debug(f"[_cygrpc] Loaded running loop: {id(loop)=}")
+        return loop
+    except RuntimeError:
+        return None
+
+def _is_async_handler(handler):
+    return inspect.isawaitable(handler) or inspect.iscoroutinefunction(handler) or inspect.isasyncgenfunction(handler)
+"""
+
+
+def test_the_hooks_shared_by_every_thread_hold_the_lock_and_count_every_call(monkeypatch):
+    fast_hooks = load_implementation("fast_hooks")
+    module = types.ModuleType("hooks_of_this_test")
+    exec(HOOKS_SOURCE, vars(module))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    names = ("get_plugin", "_get_running_loop", "_is_async_handler")
+    counters = dict(zip(names, (20, 21, 22), strict=True))
+    made = fast_hooks.hooks({name: getattr(module, name) for name in names}, counters=counters)
+    before, shared = fast_hooks.calls(), [0]
+
+    async def coroutine():
+        pass
+
+    def work(index):
+        for _ in range(ROUNDS):
+            with made["get_plugin"]() as plugin:
+                counted = shared[0]  # read, then written: a lost update, were the lock not held
+                assert plugin is None and module._plugin_lock._is_owned()
+                shared[0] = counted + 1
+            assert made["_is_async_handler"](coroutine) is True and made["_is_async_handler"](work) is False
+            assert made["_get_running_loop"]() is None
+
+    assert run_threads(work) == []
+    assert shared[0] == THREADS * ROUNDS
+    after = fast_hooks.calls()
+    assert [after[i] - before[i] for i in counters.values()] == [THREADS * ROUNDS] * 2 + [2 * THREADS * ROUNDS]
+
+
 def test_the_module_says_truly_what_it_needs_of_the_gil():
     load_implementation("fast_common")
     if not hasattr(sys, "_is_gil_enabled"):
