@@ -19,7 +19,7 @@ def category(obj, function, executable):
         return "rest of libpython"
     if "cygrpc" in name:
         return "grpc's extension"
-    if name.startswith(("fast_common.", "fast_metadata.", "fast_entry.")):  # fastcommon's compiled modules
+    if name.startswith(("fast_common.", "fast_metadata.", "fast_entry.", "fast_hooks.")):  # fastcommon's modules
         return "fastcommon"
     if ".cpython-" in name or ".abi3" in name:  # CPython's _asyncio, select...; protobuf's _message
         return "Python's other modules"

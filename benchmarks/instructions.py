@@ -8,7 +8,8 @@ in a loop, with a marker call after each run (os.getppid: callgrind dumps its co
 when libc's getppid is entered, a symbol every build has, stripped ones included);
 (count(2N) - count(N)) / N is the cost of one loop iteration, and the same for an empty
 loop body is subtracted. The conversions' input is the registry's METHOD_NAME (40 ASCII bytes); the metadata
-entry's, its USER_AGENT header.
+entry's, its USER_AGENT header; grpc's hooks are called as grpc calls them, with an event loop running, on a grpc.aio
+servicer's method.
 """
 
 import argparse
@@ -52,6 +53,21 @@ class FromC:
 FROM_C = ("grpc's _Metadatum", "fastcommon's constructor", "counted (--report)", "operator.is_, a builtin of two")
 
 
+class Entered:
+    """A context manager's cost, in its with-block: ``with f(*args): pass``, as grpc uses get_plugin()."""
+
+    def __init__(self, function):
+        self.function = function
+
+
+HOOK_CASES = (  # label, the hook's name, its arguments: none, an async method, or a servicer context's (None)
+    ("with get_plugin()", "get_plugin", ""),
+    ("with _create_servicer_context(...)", "_create_servicer_context", "none"),
+    ("_get_running_loop()", "_get_running_loop", ""),
+    ("_is_async_handler(an async method)", "_is_async_handler", "method"),
+)
+
+
 class MetadataPath:
     """What a grpc.aio call does with its metadata, timed in the loop itself: tuple(init_metadata(m, None))."""
 
@@ -83,6 +99,17 @@ def child(calls):
 
             def run(n, f=function.function, k=arguments[0], v=arguments[1]):
                 deque(map(f, repeat(k, n), repeat(v, n)), 0)
+        elif isinstance(function, Entered):
+
+            def run(n, f=function.function, a=arguments):
+                for _ in repeat(None, n):
+                    with f(*a):
+                        pass
+        elif not arguments:
+
+            def run(n, f=function):
+                for _ in repeat(None, n):
+                    f()
         elif isinstance(function, MetadataPath):
 
             def run(n, f=function.init_metadata, m=arguments[0]):
@@ -130,6 +157,27 @@ def child(calls):
             (f"from C: {label}", FromC(f), USER_AGENT) for label, f in zip(FROM_C, (*from_c, operator.is_), strict=True)
         ]
 
+    import asyncio
+
+    from grpc import _observability
+
+    class Servicer:
+        async def method(self, request, context):
+            pass
+
+    import grpc
+
+    grpcs = {name: getattr(cygrpc, name, None) for _, name, _ in HOOK_CASES}
+    grpcs |= {"get_plugin": _observability.get_plugin, "_create_servicer_context": grpc._create_servicer_context}
+    grpcs = {name: own for name, own in grpcs.items() if own is not None}  # _get_running_loop from 1.80 on
+    hooks = fastcommon._implementation.compiled.get("fast_hooks")  # not in pure Python
+    for label, name, argument in (case for case in HOOK_CASES if case[1] in grpcs):
+        for who, hook in (("grpc", grpcs[name]), ("fastcommon", hooks and hooks.hooks(grpcs)[name])):
+            if hook is not None:
+                made = Entered(hook) if label.startswith("with") else hook
+                arguments = {"": (), "method": (Servicer().method,), "none": (None, None, None)}[argument]
+                measured += [(f"{label} | {who}", made, arguments)]
+
     def measure(cases):
         for label, function, arguments in cases:
             started = time.perf_counter()
@@ -144,7 +192,9 @@ def child(calls):
 
     aio_path = "fast_metadata" in fastcommon._implementation.compiled  # not in pure Python
     print(len(measured) + (len(AIO_METADATA) if aio_path else 0), flush=True)  # started: how many cases
+    asyncio._set_running_loop(asyncio.new_event_loop())  # as grpc.aio's calls find it
     measure(measured)
+    asyncio._set_running_loop(None)
     if aio_path:
         with fastcommon.patched():
             measure([(f"{label} | fastcommon", path(_BaseMultiCallable._init_metadata), (metadata,))
@@ -264,6 +314,12 @@ def table(python, calls):
         grpcs, ours, floor = (costs.get(f"{label} | {who}") for who in ("grpc.aio", "fastcommon", "floor"))
         compiled = "n/a | n/a" if ours is None else f"{ours:.1f} | {ours / grpcs:.2f}"
         lines.append(f"| {label} | {grpcs:.1f} | {compiled} | {floor:.1f} |")
+    lines += ["", "| grpc's hooks, a call | grpc | fastcommon | / grpc's |", "|---|---:|---:|---:|"]
+    for label, _, _ in HOOK_CASES:
+        grpcs, ours = (costs.get(f"{label} | {who}") for who in ("grpc", "fastcommon"))
+        if grpcs is not None:
+            compiled = "n/a | n/a" if ours is None else f"{ours:.1f} | {ours / grpcs:.2f}"
+            lines.append(f"| {label} | {grpcs:.1f} | {compiled} |")
     lines += ["", f"| where the path runs, per call (the loop's own few in the first column) | {' | '.join(OBJECTS)} |"]
     lines.append("|---|" + "---:|" * len(OBJECTS))
     for label in AIO_METADATA:
