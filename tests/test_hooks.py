@@ -538,3 +538,138 @@ answers.append(cygrpc._is_async_handler(plain))
 print(answers)
 """
     assert helpers.python("-c", code, check_status=0).stdout.split() == ["[False,", "False,", "True,", "True]"]
+
+
+# ------------------------------------------------------------------ review3's reproductions (each fails on 9a4606b)
+
+
+def test_an_entered_context_collected_in_a_cycle_lets_the_lock_go_as_grpcs_generator_does():
+    """An entered get_plugin() dropped with a frame in a reference cycle: the collector finalizes grpc's generator
+    (the lock let go) before it clears anything; fastcommon's context was cleared first (tp_clear dropped its lock),
+    so its __dealloc__ let nothing go and every other thread's get_plugin() blocked for ever."""
+
+    def abandon():
+        manager = _observability.get_plugin()
+        manager.__enter__()
+        try:
+            raise ValueError("caught into a local: the frame, the exception and its traceback are a cycle")
+        except ValueError as exc:
+            caught = exc  # noqa: F841
+
+    def scenario():
+        lock = _observability._plugin_lock
+        gc.disable()
+        try:
+            abandon()
+            gc.collect()
+        finally:
+            gc.enable()
+        left_held = held(lock)
+        while lock._is_owned():  # the next tests' RPCs take it in other threads
+            lock.release()
+        return left_held
+
+    helpers.assert_like_stock(scenario, "get_plugin")
+
+
+def test_stdlib_functions_replaced_before_fastcommon_is_imported_are_called_as_grpc_calls_them():
+    """builtins.__import__, Logger.debug and inspect.iscoroutinefunction replaced before fastcommon's import (an
+    import hook, a library counting debug calls): grpc's hooks call them; fastcommon's took them for the stdlib's."""
+    for name in ("_create_servicer_context", "_get_running_loop", "_is_async_handler"):
+        if why := helpers.unavailable(name):
+            pytest.skip(f"{name}: {why}")
+    code = """
+import asyncio, builtins, inspect, logging
+calls = []
+def recording(name, original):
+    def replacement(*args, **kwargs):
+        calls.append(name)
+        return original(*args, **kwargs)
+    return replacement
+builtins.__import__ = recording("__import__", builtins.__import__)
+logging.Logger.debug = recording("debug", logging.Logger.debug)
+inspect.iscoroutinefunction = recording("iscoroutinefunction", inspect.iscoroutinefunction)
+
+import grpc, grpc._server, fastcommon
+from grpc._cython import cygrpc
+
+def handler(request, context): ...
+
+async def main():
+    return [cygrpc._get_running_loop() is asyncio.get_running_loop() for _ in range(2)]
+
+for patched in (False, True):
+    if patched:
+        assert {"_create_servicer_context", "_get_running_loop", "_is_async_handler"} <= set(fastcommon.patch())
+    del calls[:]
+    with grpc._create_servicer_context(None, None, None):
+        pass
+    answers = asyncio.run(main()), cygrpc._is_async_handler(handler)
+    print(answers, calls)
+"""
+    stock, patched = helpers.python("-c", code, check_status=0).stdout.splitlines()
+    assert patched == stock
+
+
+def test_a_servicer_context_class_gone_before_entry_raises_as_grpcs():
+    """_server._Context deleted between the call and the entry: grpc's generator raises AttributeError."""
+
+    def scenario():
+        manager = grpc._create_servicer_context(None, None, None)
+        context_class = _server._Context
+        del _server._Context
+        try:
+            with manager:
+                pass
+        finally:
+            _server._Context = context_class
+
+    helpers.assert_like_stock(scenario, "_create_servicer_context")
+
+
+def test_a_context_exited_twice_answers_as_grpcs():
+    """contextlib's context manager exited again answers False (its generator has finished)."""
+
+    def scenario():
+        answers = []
+        for manager in (_observability.get_plugin(), grpc._create_servicer_context(None, None, None)):
+            manager.__enter__()
+            manager.__exit__(None, None, None)
+            answers.append((manager.__exit__(None, None, None), manager.__exit__(ValueError, ValueError(), None)))
+        return answers
+
+    helpers.assert_like_stock(scenario, "get_plugin", "_create_servicer_context")
+
+
+def test_what_a_context_gave_is_let_go_at_exit_as_by_grpcs_generator():
+    """grpc's context manager holds nothing of what its generator yielded once it has finished: the plugin (or the
+    servicer context) goes with the program's last reference, however long the manager is kept."""
+    import weakref
+
+    class Yielded:
+        def __init__(self, *args):
+            pass
+
+        def _finalize_state(self):
+            pass
+
+    def scenario():
+        plugin, context_class = _observability._OBSERVABILITY_PLUGIN, _server._Context
+        kept, gone = [], []
+        try:
+            _server._Context = Yielded
+            for make in (_observability.get_plugin, lambda: grpc._create_servicer_context(None, None, None)):
+                _observability._OBSERVABILITY_PLUGIN = Yielded()
+                manager = make()
+                with manager as given:
+                    pass
+                kept.append(manager)
+                _observability._OBSERVABILITY_PLUGIN = None
+                reference = weakref.ref(given)
+                del given
+                gone.append(reference() is None)
+        finally:
+            _observability._OBSERVABILITY_PLUGIN, _server._Context = plugin, context_class
+        return gone
+
+    helpers.assert_like_stock(scenario, "get_plugin", "_create_servicer_context")
