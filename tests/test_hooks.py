@@ -673,3 +673,8 @@ def test_what_a_context_gave_is_let_go_at_exit_as_by_grpcs_generator():
         return gone
 
     helpers.assert_like_stock(scenario, "get_plugin", "_create_servicer_context")
+
+
+def test_a_handler_passed_by_keyword_is_answered_as_grpc_answers():
+    """grpc's Cython function takes its one argument by name too (Cython's always_allow_keywords is on by default)."""
+    helpers.assert_like_stock(lambda: cygrpc._is_async_handler(handler=plain), "_is_async_handler")
