@@ -678,3 +678,26 @@ def test_what_a_context_gave_is_let_go_at_exit_as_by_grpcs_generator():
 def test_a_handler_passed_by_keyword_is_answered_as_grpc_answers():
     """grpc's Cython function takes its one argument by name too (Cython's always_allow_keywords is on by default)."""
     helpers.assert_like_stock(lambda: cygrpc._is_async_handler(handler=plain), "_is_async_handler")
+
+
+def test_a_plugin_dropped_inside_the_with_block_goes_at_once_as_with_grpcs_generator():
+    """grpc's generator yields the plugin and keeps no reference to it: replaced on grpc's module and dropped by the
+    block, it goes at once (its __del__ runs there, not at the interpreter's exit, when grpc's module is gone)."""
+    import weakref
+
+    class Plugin:
+        pass
+
+    def scenario():
+        saved = _observability._OBSERVABILITY_PLUGIN
+        _observability._OBSERVABILITY_PLUGIN = Plugin()
+        try:
+            with _observability.get_plugin() as plugin:
+                _observability._OBSERVABILITY_PLUGIN = None
+                reference = weakref.ref(plugin)
+                del plugin
+                return reference() is None
+        finally:
+            _observability._OBSERVABILITY_PLUGIN = saved
+
+    helpers.assert_like_stock(scenario, "get_plugin")
