@@ -7,7 +7,7 @@ import _thread, asyncio, builtins, inspect, logging, sys
 from _asyncio import get_running_loop as _running_loop
 from abc import get_cache_token
 from collections.abc import Awaitable
-from types import FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 
 cimport cython
 from cpython.module cimport PyModule_GetDict
@@ -15,13 +15,26 @@ from cpython.object cimport PyObject
 
 from fastcommon.counters cimport counted_calls, fastcommon_check_counter, fastcommon_count
 
+cdef object _MISSING = object()
+
+
+cdef object _stdlib(object function, object module):
+    """``function`` where it is ``module``'s own (its code in that module's file), else what nothing is: a library may
+    have replaced it before this module was imported, and then grpc's hooks call that replacement."""
+    code = getattr(function, "__code__", None) if type(function) is FunctionType else None
+    return function if code is not None and code.co_filename == module.__file__ else _MISSING
+
+
 cdef object _RLock = _thread.RLock, _Logger = logging.Logger, _asyncio = asyncio, _inspect = inspect
 cdef object _acquire = _RLock.__enter__, _release = _RLock.release  # what `with _plugin_lock:` calls
-cdef object _import = builtins.__import__, _MISSING = object()  # with the modules: `from grpc import _server`
+cdef object _import = builtins.__import__  # with the modules: `from grpc import _server`; the interpreter's own only
+if not (type(_import) is BuiltinFunctionType and _import.__self__ is builtins and _import.__name__ == "__import__"):
+    _import = _MISSING
 cdef dict _MODULES = sys.modules
-cdef object _debug = _Logger.debug, _enabled = _Logger.isEnabledFor
+cdef object _debug = _stdlib(_Logger.debug, logging), _enabled = _stdlib(_Logger.isEnabledFor, logging)
 cdef dict _ASYNCIO = vars(asyncio), _INSPECT = vars(inspect)  # those modules' attributes, as read from them
-cdef tuple _INSPECTS = (inspect.isawaitable, inspect.iscoroutinefunction, inspect.isasyncgenfunction)
+cdef tuple _INSPECTS = tuple([_stdlib(function, inspect) for function in
+                              (inspect.isawaitable, inspect.iscoroutinefunction, inspect.isasyncgenfunction)])
 cdef int _ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR, _DEBUG = logging.DEBUG
 cdef Py_ssize_t _FUNCTION_DICT = FunctionType.__dictoffset__  # where a function keeps its attributes' dict, if any
 cdef tuple _NAMES = ("get_plugin", "_get_running_loop", "_is_async_handler", "_create_servicer_context")
@@ -56,7 +69,7 @@ cdef class _Hooks:
                 or "_Context" not in <dict>PyModule_GetDict(server)):
             return self.grpcs[3](rpc_event, state, request_deserializer)
         cdef HookContext context = HookContext.__new__(HookContext)
-        context.namespace, context.arguments = <dict>PyModule_GetDict(server), (rpc_event, state, request_deserializer)
+        context.namespace, context.arguments = server, (rpc_event, state, request_deserializer)
         return context
 
     def _get_running_loop(self):
@@ -101,13 +114,14 @@ cdef class _Hooks:
 
 @cython.final
 @cython.freelist(8)
+@cython.no_gc_clear  # __dealloc__ lets the lock go: the collector must not drop it first (grpc's generator is finalized)
 @cython.auto_pickle(False)
 cdef class HookContext:
     """What get_plugin() and _create_servicer_context() give, doing what grpc's generator does: entered, it gives what
     that yields (the plugin, holding the lock; a servicer context); exited, it does what follows the yield (lets the
     lock go; finalizes the context where no exception passes), an exception going on as from grpc's generator."""
 
-    cdef dict namespace  # grpc._observability's, grpc._server's
+    cdef object namespace  # grpc._observability's dict; grpc._server
     cdef object lock, value  # the RLock taken at the call; what __enter__ gave
     cdef tuple arguments  # _create_servicer_context's
     cdef int state  # 1 while entered; then 2
@@ -116,10 +130,10 @@ cdef class HookContext:
         if self.state:
             raise RuntimeError("this context manager is entered once")
         if self.lock is None:  # `context = _server._Context(...)`
-            self.value = self.namespace["_Context"](*self.arguments)
+            self.value = getattr(self.namespace, "_Context")(*self.arguments)
         else:
             _acquire(self.lock)
-            self.value = self.namespace.get("_OBSERVABILITY_PLUGIN", _MISSING)
+            self.value = (<dict>self.namespace).get("_OBSERVABILITY_PLUGIN", _MISSING)
             if self.value is _MISSING:  # gone since the call
                 _release(self.lock)
                 raise NameError("name '_OBSERVABILITY_PLUGIN' is not defined", name="_OBSERVABILITY_PLUGIN")
@@ -127,14 +141,17 @@ cdef class HookContext:
         return self.value
 
     def __exit__(self, exc_type, exc_value, traceback, /):
+        if self.state == 2:  # as contextlib's, whose generator has finished
+            return False
         if self.state != 1:
             raise RuntimeError("this context manager is not entered")
         self.state = 2
+        value, self.value = self.value, None  # what grpc's generator yielded goes with it
         if self.lock is not None:
             _release(self.lock)
         elif exc_type is None:
             try:
-                self.value._finalize_state()
+                value._finalize_state()
             except StopIteration as exc:  # PEP 479, as in grpc's generator
                 raise RuntimeError("generator raised StopIteration") from exc
         return False
