@@ -122,23 +122,23 @@ cdef class HookContext:
     lock go; finalizes the context where no exception passes), an exception going on as from grpc's generator."""
 
     cdef object namespace  # grpc._observability's dict; grpc._server
-    cdef object lock, value  # the RLock taken at the call; what __enter__ gave
+    cdef object lock, value  # the RLock taken at the call; the servicer context, while entered
     cdef tuple arguments  # _create_servicer_context's
     cdef int state  # 1 while entered; then 2
 
     def __enter__(self):
         if self.state:
             raise RuntimeError("this context manager is entered once")
-        if self.lock is None:  # `context = _server._Context(...)`
-            self.value = getattr(self.namespace, "_Context")(*self.arguments)
-        else:
+        if self.lock is None:  # `context = _server._Context(...)`: grpc's generator holds it, to finalize it
+            value = self.value = getattr(self.namespace, "_Context")(*self.arguments)
+        else:  # the plugin is only yielded: grpc's generator keeps no reference to it
             _acquire(self.lock)
-            self.value = (<dict>self.namespace).get("_OBSERVABILITY_PLUGIN", _MISSING)
-            if self.value is _MISSING:  # gone since the call
+            value = (<dict>self.namespace).get("_OBSERVABILITY_PLUGIN", _MISSING)
+            if value is _MISSING:  # gone since the call
                 _release(self.lock)
                 raise NameError("name '_OBSERVABILITY_PLUGIN' is not defined", name="_OBSERVABILITY_PLUGIN")
         self.state = 1
-        return self.value
+        return value
 
     def __exit__(self, exc_type, exc_value, traceback, /):
         if self.state == 2:  # as contextlib's, whose generator has finished
@@ -146,7 +146,7 @@ cdef class HookContext:
         if self.state != 1:
             raise RuntimeError("this context manager is not entered")
         self.state = 2
-        value, self.value = self.value, None  # what grpc's generator yielded goes with it
+        value, self.value = self.value, None  # grpc's generator lets it go as it finishes
         if self.lock is not None:
             _release(self.lock)
         elif exc_type is None:
