@@ -130,7 +130,10 @@ cdef class HookContext:
         if self.state:
             raise RuntimeError("this context manager is entered once")
         if self.lock is None:  # `context = _server._Context(...)`: grpc's generator holds it, to finalize it
-            value = self.value = getattr(self.namespace, "_Context")(*self.arguments)
+            context_class = (<dict>PyModule_GetDict(self.namespace)).get("_Context", _MISSING)
+            if context_class is _MISSING:  # gone since the call: grpc's AttributeError, or the module's __getattr__
+                context_class = getattr(self.namespace, "_Context")
+            value = self.value = context_class(*self.arguments)
         else:  # the plugin is only yielded: grpc's generator keeps no reference to it
             _acquire(self.lock)
             value = (<dict>self.namespace).get("_OBSERVABILITY_PLUGIN", _MISSING)
