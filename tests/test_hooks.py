@@ -673,9 +673,14 @@ def test_what_a_context_gave_is_let_go_at_exit_as_by_grpcs_generator():
     helpers.assert_like_stock(scenario, "get_plugin", "_create_servicer_context")
 
 
-def test_a_handler_passed_by_keyword_is_answered_as_grpc_answers():
-    """grpc's Cython function takes its one argument by name too (Cython's always_allow_keywords is on by default)."""
-    helpers.assert_like_stock(lambda: cygrpc._is_async_handler(handler=plain), "_is_async_handler")
+def test_a_handler_passed_by_keyword_is_refused_as_safety_md_declares():
+    """grpc's Cython function takes its one argument by name too; grpc passes it by position, and fastcommon's takes
+    it so alone (one C argument, no keyword parsing): a TypeError, declared in docs/safety.md (review3)."""
+    assert cygrpc._is_async_handler(handler=plain) is False
+    with fastcommon.patched():
+        assert fastcommon.is_patched("_is_async_handler")
+        with pytest.raises(TypeError, match="takes no keyword arguments"):
+            cygrpc._is_async_handler(handler=plain)
 
 
 def test_a_plugin_dropped_inside_the_with_block_goes_at_once_as_with_grpcs_generator():
