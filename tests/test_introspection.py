@@ -9,7 +9,12 @@ import pytest
 from conftest import GRPC_METADATA_ORIGINALS, NEEDS_GRPCIO
 
 pytest.importorskip("grpc", reason=NEEDS_GRPCIO)
-pytestmark = pytest.mark.skipif(conftest.abi3_build(), reason="the abi3 build puts Cython's functions in place")
+pytestmark = [
+    pytest.mark.skipif(conftest.abi3_build(), reason="the abi3 build puts Cython's functions in place"),
+    pytest.mark.skipif(
+        helpers.unavailable("Metadata.get") is not None, reason="fastcommon replaces no Metadata method here"
+    ),
+]
 
 # Run as `python -c INTROSPECT patched|stock NAME...`: what each names answers, as JSON.
 INTROSPECT = """
