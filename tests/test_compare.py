@@ -96,7 +96,14 @@ def compares_folders(folder):
 
 
 def alive(pid):
-    """Whether process ``pid`` runs, as POSIX's ps says, /proc or none (a zombie that no one reaps does not)."""
+    """Whether process ``pid`` runs (a zombie that no one reaps does not): Linux's /proc, else POSIX's ps (macOS;
+    Debian's chroots have /proc and no ps)."""
+    if os.path.isdir("/proc/self"):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
     state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout
     return state.strip() != "" and not state.strip().startswith("Z")
 
