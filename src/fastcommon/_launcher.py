@@ -11,8 +11,7 @@ from . import _ending, _environment
 from ._implementation import warn
 from ._patching import patch
 
-# Windows has no exec that keeps the process: there the program runs as a child (tests set this to try it).
-REPLACE_PROCESS = sys.platform != "win32"
+REPLACE_PROCESS = sys.platform != "win32"  # Windows has no exec that keeps the process: a child (tests set this too)
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
 
 PROGRAM_OPTIONS = ("-m", "-c")  # python's options that take the program as their argument
@@ -85,8 +84,7 @@ def launch(program: list[str], report: bool, report_file: str | None = None, ful
     environ = environment(report, report_file, full)
     if REPLACE_PROCESS:
         os.execve(sys.executable, python, environ)
-    # Ctrl+C reaches the whole console, the child included; this process only waits for it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C reaches the whole console: the child's, this one waits
     status = subprocess.call(python, env=environ)
     sys.exit(status - 2**32 if status >= 2**31 else status)  # an NTSTATUS (0xC0000005), as a C int holds it
 

@@ -24,8 +24,7 @@ def end(process: "subprocess.Popen[bytes]", interrupt: bool) -> None:
     handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPPING}
     try:
         if hasattr(os, "killpg") and hasattr(signal, "SIGKILL"):  # POSIX
-            # ProcessLookupError: no process of the group is left; PermissionError: on macOS, only zombies are
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # the group gone (macOS: zombies left)
                 for signum in (signal.SIGINT,) * interrupt + (signal.SIGTERM, signal.SIGKILL):
                     deadline = time.monotonic() + GRACE
                     os.killpg(process.pid, signum)
@@ -35,14 +34,10 @@ def end(process: "subprocess.Popen[bytes]", interrupt: bool) -> None:
                         time.sleep(0.02)
         else:
             try:
-                if interrupt and process.poll() is None:
-                    try:
+                if interrupt and process.poll() is None:  # OSError, SystemError: no console (pythonw), group gone
+                    with contextlib.suppress(OSError, SystemError, subprocess.TimeoutExpired):
                         process.send_signal(getattr(signal, "CTRL_BREAK_EVENT", signal.SIGINT))  # SIGINT: simulated
-                    except (OSError, SystemError):  # no console to send it on (pythonw, a service), or the group gone
-                        pass
-                    else:
-                        with contextlib.suppress(subprocess.TimeoutExpired):
-                            process.wait(GRACE)
+                        process.wait(GRACE)
             finally:
                 subprocess.run(["taskkill", "/T", "/F", "/PID", str(process.pid)], capture_output=True, check=False)
     finally:
