@@ -1,7 +1,6 @@
 """`python -m fastcommon compare`: a program run stock and patched, each in a process group of its own, with what it
 recorded (_recording.py); where tests differ, the whole program again, each way, to tell flaky from different; and the
-verdict, a value whose text is written in one place (Verdict.lines), read by the command line, --json and the tests.
-"The same" only where every invariant of docs/adoption.md holds; else the verdict names the first that does not."""
+verdict (Verdict.lines): "the same" only where every invariant of docs/adoption.md holds, else the first that fails."""
 
 import contextlib
 import dataclasses
@@ -81,11 +80,8 @@ class Run:
         self.ended = {test for record in records for test in record.get("ended", ())}
         self.tests = list(dict.fromkeys([test for one in records for test in one.get("collected", ())] + self.started))
         self.reruns = sum(record.get("outcome") == "rerun" for record in records)
-        categories: dict[str, list[str]] = {}
-        for record in records:
-            if record.get("outcome", "rerun") != "rerun":
-                categories.setdefault(record["test"], []).append(record["outcome"])
         self.running = [test for test in self.started if test not in self.ended]
+        categories: dict[str, list[str]] = {}
         open_tests: set[str] = set()
         self.untested = []
         for record in records:  # in the order written: which test, if any, ran as grpc's state changed
@@ -93,6 +89,8 @@ class Run:
             open_tests -= set(record.get("ended", ()))
             if record.get("at") in ("patch()", "unpatch()") and not open_tests:
                 self.untested.append(record)
+            if record.get("outcome", "rerun") != "rerun":
+                categories.setdefault(record["test"], []).append(record["outcome"])
         self.outcomes = {test: "+".join(each) for test, each in categories.items()}
         self.outcomes |= {test: f"process ended: exit status {status_text(self.status)}" for test in self.running}
         return self
@@ -189,7 +187,6 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run], pinned
     outcomes = {test: {"stock": [stock.outcomes.get(test, NOT_RUN)], "patched": [patched.outcomes.get(test, NOT_RUN)]}
                 for test in sorted(stock.outcomes.keys() | patched.outcomes.keys())}  # fmt: skip
     differing = [test for test, ways in outcomes.items() if ways["stock"] != ways["patched"]]
-    statuses: dict[str, list[int]] = {"stock": [stock.status], "patched": [patched.status]}
     if verdict := nothing_compared([first, second], folder) or incomplete(stock, patched, outcomes, differing, folder) \
             or not_as_named(runs, folder):  # fmt: skip
         return verdict  # (the second run last in nothing_compared's, whichever it is)
@@ -197,11 +194,10 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run], pinned
     for again in range(1, options.reruns + 1 if again_too else 1):  # each test in its context: the whole program
         for each in order:
             rerun = go(each, again)
-            statuses["patched" if each else "stock"].append(rerun.status)
             for test in differing:  # where it ran, or was not run in a run where every test ended
                 if test in rerun.outcomes or set(rerun.tests) <= rerun.ended:
                     outcomes[test]["patched" if each else "stock"].append(rerun.outcomes.get(test, NOT_RUN))
-    return not_as_named(runs, folder) or verdict_of(stock, patched, outcomes, differing, statuses, options, folder)
+    return not_as_named(runs, folder) or verdict_of(stock, patched, outcomes, differing, runs, options, folder)
 
 
 def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
@@ -245,12 +241,15 @@ def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
 
 def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
     """The verdict where a process of a run found grpc at its import, or left it, otherwise than the run is named."""
+
+    def process(kind: str, run: Run, what: str, record: dict[str, Any]) -> Verdict:  # its command line quoted
+        said = f"nothing compared: a process of the {run.name} {what}"
+        return Verdict(kind, said, (f"  {_processes.QUOTED(record['argv'])}",), folder)
+
     for run in runs[:-1]:  # one that the runs after it could reach: they were not apart
-        if run.outlived:
-            record = run.outlived[0]
-            return Verdict("not as named", f"nothing compared: a process of the {run.name} that imported grpc, pid "
-                           f"{record['pid']}, outlived it (a daemon, a server left running)", (
-                               f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+        for record in run.outlived[:1]:
+            what = f"that imported grpc, pid {record['pid']}, outlived it (a daemon, a server left running)"
+            return process("not as named", run, what, record)
     for run in runs:
         patched, ends = run.name.startswith("patched"), {record["pid"]: record for record in run.processes}
         if not (found := [record for record in run.processes if record["at"] == "import"]) and patched:
@@ -259,19 +258,17 @@ def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
         for seen, record in [*(("found", each) for each in found), *(("left", each) for each in ends.values())]:
             if record["patched"] != patched:  # at its import: the gate's doing; at its end, the program's
                 kind = "not patched" if patched and seen == "found" else "not as named"
-                what = f"{seen} grpc {'stock' if patched else 'patched'}, pid {record['pid']}, at its {record['at']}"
                 why = " (python -m fastcommon check says why)" * (kind == "not patched")
-                return Verdict(kind, f"nothing compared: a process of the {run.name} {what}{why}", (
-                    f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+                what = f"{seen} grpc {'stock' if patched else 'patched'}, pid {record['pid']}, at its {record['at']}"
+                return process(kind, run, what + why, record)
         for record in [each for each in run.untested if each["patched"] != patched][:1]:  # a whole program, say
             what = f"{'un' * patched}patched grpc outside any test, pid {record['pid']}, at its {record['at']}"
-            return Verdict("not as named", f"nothing compared: a process of the {run.name} {what}", (
-                f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+            return process("not as named", run, what, record)
     return None
 
 
 def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
-               statuses: dict[str, list[int]], options: Any, folder: str) -> Verdict:  # fmt: skip
+               runs: list[Run], options: Any, folder: str) -> Verdict:  # fmt: skip
     """The verdict on two runs whose every test ended: what differs, what is flaky (one way gave both), or the same."""
     flaky = [test for test in differing if any({outcomes[test]["stock"][0], outcomes[test]["patched"][0]} <= set(way)
                                                for way in outcomes[test].values())]  # fmt: skip
@@ -284,6 +281,7 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
             details += test_lines(test, "; ".join(f"{way} {', '.join(each)}" for way, each in outcomes[test].items()))
     differences = [f"{len(different):,} of {len(outcomes):,} tests"] if different else []
     if stock.status != patched.status:  # flaky only where one way's runs gave both, as a test
+        statuses = {way: [run.status for run in runs if run.name.startswith(way)] for way in ("stock", "patched")}
         flaky_status = any({stock.status, patched.status} <= set(way) for way in statuses.values())
         differences += ["the exit status"] if different or not flaky_status else []  # else flaky, as tests are
         details.append(f"exit status: stock {status_text(stock.status)}, patched {status_text(patched.status)}")
@@ -328,12 +326,10 @@ def test_lines(test: str, text: str) -> list[str]:
 def run(run: Run, program: list[str], options: Any, report_file: str | None, seed: str) -> Run:
     """Run the program once, in a process group of its own, its output in files; say on stderr as it goes."""
     environ = _launcher.environment(False, report_file)  # the bootstrap in every run: the stock's only records
-    given = environ.get("PYTEST_PLUGINS")  # its pytest gives it back, for the processes it starts
-    environ |= {"PYTEST_PLUGINS": _recording.plugins_with_this(given), _environment.COMPARE_RUN: run.prefix,
-                _environment.COMPARE_PROCESSES: run.prefix + ".records", _environment.COMPARE_SEED: seed}  # fmt: skip
+    environ |= _recording.environment(run.prefix, environ.get("PYTEST_PLUGINS"))  # its pytest gives PYTEST_PLUGINS back
+    environ |= {_environment.COMPARE_PROCESSES: run.prefix + ".records", _environment.COMPARE_SEED: seed}
     if environ.get("PYTHONHASHSEED", "random") == "random":
         environ["PYTHONHASHSEED"] = seed
-    environ |= {_environment.COMPARE_PYTEST_PLUGINS: given} if given is not None else {}
     environ |= {} if run.name.startswith("patched") else {_environment.COMPARE_STOCK: "1"}
     _, pythons, module = _launcher.split_program(program)
     recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
@@ -349,13 +345,12 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
     try:
         if Stopped.deferred:
             raise Stopped(Stopped.deferred.pop())
-        said = started
+        said, deadline = started, started + (options.timeout or float("inf"))
         while process.poll() is None:
-            wait = WAIT if options.timeout is None else min(WAIT, started + options.timeout - time.monotonic())
             try:
-                process.wait(timeout=max(wait, 0))
+                process.wait(timeout=max(min(WAIT, deadline - time.monotonic()), 0))
             except subprocess.TimeoutExpired:
-                if options.timeout is not None and time.monotonic() >= started + options.timeout:
+                if time.monotonic() >= deadline:
                     raise Stopped("timed out") from None
                 if time.monotonic() >= said + EVERY:
                     said = time.monotonic()
@@ -381,11 +376,10 @@ def alive(pid: int) -> bool:
     if os.name != "posix":
         return False
     try:
-        os.kill(pid, 0)
+        with contextlib.suppress(PermissionError):  # another user's
+            os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
     return True
 
 
@@ -423,8 +417,7 @@ def output_difference(output: str, stock: Run, patched: Run, ignored: list[str])
         text = Path(f"{each.prefix}.{output}").read_bytes().decode("utf-8", "surrogateescape")
         for pattern in ignored:
             text = re.sub(pattern, lambda match: match.groupdict().get("kept") or "", text)
-        lines.append(text.split("\n"))  # lines as a file has them: a form feed or \x1c ends none
-        lines[-1] = [line + "\n" for line in lines[-1][:-1]] + [lines[-1][-1]] * (lines[-1][-1] != "")
+        lines.append(io.StringIO(text, newline="\n").readlines())  # as a file has them: a form feed or \x1c ends none
     if lines[0] == lines[1]:
         return []
     progress(f"{output}: comparing {len(lines[0]):,} lines with {len(lines[1]):,}")
@@ -451,11 +444,9 @@ def visible(line: str) -> str:
     text = line[:-1] if line.endswith("\n") else line
     plain = line.endswith("\n") and text.isprintable() and text == text.strip() and text != ""
     shown = text if plain else repr(text.encode("utf-8", "surrogateescape"))[1:] + ("" if text != line else " (no end)")
-    return (
-        shown
-        if len(shown) <= LONGEST
-        else f"{shown[: LONGEST // 2]}...{shown[-LONGEST // 2 :]} ({len(text):,} characters)"
-    )
+    if len(shown) > LONGEST:
+        shown = f"{shown[: LONGEST // 2]}...{shown[-LONGEST // 2 :]} ({len(text):,} characters)"
+    return shown
 
 
 def shortened(text: str) -> str:

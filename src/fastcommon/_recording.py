@@ -1,9 +1,8 @@
 """What `compare` runs inside the program: its pytest plugin (PYTEST_PLUGINS loads it) and its unittest (`python -m
-fastcommon._recording ARGS` in place of `python -m unittest ARGS`). The program's first pytest or unittest appends to
-the file COMPARE_RUN names, a JSON line per fact: the runner, the tests collected, each test as it starts and ends
-(its class's and module's teardowns too), its outcomes; a pytest or unittest it starts, or a pytest-xdist worker,
-records nothing; pytest runs from this run's copy of the program's cache, ``.cache``, pytest-randomly with compare's
-seed. Each process that imports grpc records whether fastcommon has it patched: then, at each change, and at exit."""
+fastcommon._recording ARGS` for `python -m unittest ARGS`). The program's first pytest or unittest (not one it starts,
+nor a pytest-xdist worker) appends to COMPARE_RUN's file a JSON line per fact: the runner, the tests collected, each
+test as it starts and ends (teardowns too), its outcomes; pytest runs from this run's copy of the program's cache,
+pytest-randomly with compare's seed. Each process that imports grpc records whether fastcommon has grpc patched."""
 
 import atexit
 import contextlib
@@ -17,6 +16,12 @@ from typing import Any
 
 from . import _environment
 
+_states = ""  # where this process records grpc's state (its file): set under compare as it imports grpc
+_run: "Run | None" = None  # under pytest: this module is its plugin in both runs
+# Each of unittest's TestResult.add* methods, and the outcome it records, in unittest's words.
+UNITTEST_OUTCOMES = {"Success": "ok", "Failure": "FAIL", "Error": "ERROR", "Skip": "skipped",
+                     "ExpectedFailure": "expected failure", "UnexpectedSuccess": "unexpected success"}  # fmt: skip
+
 
 def append(path: str, **record: Any) -> None:
     """Append ``record`` to ``path``, a JSON line in one write: processes never interleave lines."""
@@ -27,9 +32,10 @@ def append(path: str, **record: Any) -> None:
 
 
 class Run:
-    """This process's part in a run of compare's: where it records its tests."""
+    """This process's part in a run of compare's: where it records its tests; under pytest, the plugin that does."""
 
     given: str | None = None  # PYTEST_PLUGINS as the program was given it
+    config: Any = None  # pytest's
 
     def __init__(self, runner: str) -> None:
         self.prefix = os.environ.pop(_environment.COMPARE_RUN, "")  # the processes this one starts record nothing
@@ -41,10 +47,26 @@ class Run:
         if self.prefix:
             append(self.prefix + ".records", **record)
 
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.record(collected=[item.nodeid for item in session.items])
 
-# pytest's hooks: this module is the plugin in both runs.
+    def collected_by_a_worker(self, node: Any, ids: list[str]) -> None:  # pytest-xdist's controller collects nothing
+        self.record(collected=list(ids))
 
-_run: Run | None = None
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.record(started=nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.record(ended=[nodeid])
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
+        if category:  # "" for what pytest does not count: a setup or teardown that passed
+            self.record(test=report.nodeid, outcome=category)
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed or report.skipped:  # skipped: a whole module (pytest.importorskip), as pytest counts it
+            self.record(test=report.nodeid, outcome="error" if report.failed else "skipped")
 
 
 def pytest_addoption(pluginmanager: Any) -> None:  # the first hook, called as pytest loads this plugin
@@ -60,10 +82,7 @@ def pytest_addoption(pluginmanager: Any) -> None:  # the first hook, called as p
 
 def pytest_unconfigure(config: Any) -> None:  # a pytest.main() after this one, in this process, records too
     if _run is not None and _run.prefix and not hasattr(config, "workerinput"):
-        os.environ[_environment.COMPARE_RUN] = _run.prefix
-        os.environ["PYTEST_PLUGINS"] = plugins_with_this(_run.given)
-        if _run.given is not None:
-            os.environ[_environment.COMPARE_PYTEST_PLUGINS] = _run.given
+        os.environ.update(environment(_run.prefix, _run.given))
 
 
 def pytest_cmdline_main(config: Any) -> None:  # before the cache plugin and pytest-xdist configure themselves
@@ -86,15 +105,12 @@ def pytest_cmdline_main(config: Any) -> None:  # before the cache plugin and pyt
 
 def pytest_configure(config: Any) -> None:
     if _run is not None and _run.prefix and not hasattr(config, "workerinput"):  # xdist's controller sees all
-        recorder = _PytestRecorder(config, _run)
-        config.pluginmanager.register(recorder, "fastcommon-compare-recorder")
+        _run.config = config
+        config.pluginmanager.register(_run, "fastcommon-compare-recorder")
         if hasattr(config.hook, "pytest_xdist_node_collection_finished"):  # xdist installed: its hook, by name
             worker = type("XdistCollection", (), {"pytest_xdist_node_collection_finished": staticmethod(
-                recorder.collected_by_a_worker)})()  # fmt: skip
+                _run.collected_by_a_worker)})()  # fmt: skip
             config.pluginmanager.register(worker, "fastcommon-compare-xdist")
-
-
-_states = ""  # where this process records grpc's state (its file): set under compare as it imports grpc
 
 
 def grpc_imported() -> None:
@@ -120,35 +136,10 @@ def plugins_with_this(given: str | None) -> str:
     return f"{given},{__name__}" if given else __name__
 
 
-class _PytestRecorder:
-    def __init__(self, config: Any, run: Run) -> None:
-        self.config, self.run = config, run
-
-    def pytest_collection_finish(self, session: Any) -> None:
-        self.run.record(collected=[item.nodeid for item in session.items])
-
-    def collected_by_a_worker(self, node: Any, ids: list[str]) -> None:  # pytest-xdist's controller collects nothing
-        self.run.record(collected=list(ids))
-
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.run.record(started=nodeid)
-
-    def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        self.run.record(ended=[nodeid])
-
-    def pytest_runtest_logreport(self, report: Any) -> None:
-        category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
-        if category:  # "" for what pytest does not count: a setup or teardown that passed
-            self.run.record(test=report.nodeid, outcome=category)
-
-    def pytest_collectreport(self, report: Any) -> None:
-        if report.failed or report.skipped:  # skipped: a whole module (pytest.importorskip), as pytest counts it
-            self.run.record(test=report.nodeid, outcome="error" if report.failed else "skipped")
-
-
-# Each of unittest's TestResult.add* methods, and the outcome it records, in unittest's words.
-UNITTEST_OUTCOMES = {"Success": "ok", "Failure": "FAIL", "Error": "ERROR", "Skip": "skipped",
-                     "ExpectedFailure": "expected failure", "UnexpectedSuccess": "unexpected success"}  # fmt: skip
+def environment(prefix: str, given: str | None) -> dict[str, str]:
+    """What a process records into the run ``prefix`` names with, its pytest given PYTEST_PLUGINS as ``given``."""
+    kept = {_environment.COMPARE_PYTEST_PLUGINS: given} if given is not None else {}
+    return {_environment.COMPARE_RUN: prefix, "PYTEST_PLUGINS": plugins_with_this(given), **kept}
 
 
 def unittest_main() -> None:
@@ -168,7 +159,6 @@ def unittest_main() -> None:
         return add_and_record
 
     collected: list[str] = []  # the tests, in the order they run
-
     last: list[str] = []  # the test that started last (in whatever order the suite runs them), until the next
     done: set[str] = set()  # those that have ended
 
