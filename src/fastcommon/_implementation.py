@@ -29,8 +29,7 @@ def warn(message: str, stacklevel: int) -> None:
         warnings.showwarning(warning, FastcommonWarning, frame.f_code.co_filename, frame.f_lineno)
 
 
-# The twin of common.py, grpc.aio's Metadata methods, grpc's hooks, the entry constructor (none for the Limited API):
-# all, or none.
+# common.py's twin, the Metadata methods, the hooks, the entry constructor (not for the Limited API): all, or none.
 COMPILED = ("fast_common", "fast_metadata", "fast_hooks", "fast_entry")
 
 
@@ -108,16 +107,14 @@ def calls() -> tuple[int, ...] | None:
 
 def replacements(originals: dict[str, Any], metadata_class: Any, counted: bool = False) -> dict[str, Any]:
     """fastcommon's replacement for each of grpc's ``originals`` (by name); counting their calls where ``counted``."""
+    counters = {name: BY_NAME[name].counter if counted else -1 for name in originals}
     methods = {name: original for name, original in originals.items() if BY_NAME[name].kind in METADATA_KINDS}
     replacing = metadata_methods(methods, metadata_class, counted) if methods else {}
     if hooks := {name: original for name, original in originals.items() if BY_NAME[name].kind == HOOK}:
-        counters = {name: BY_NAME[name].counter for name in hooks} if counted else None
         replacing |= compiled["fast_hooks"].hooks(hooks, counters=counters)
     for name, original in originals.items():
-        replaceable = BY_NAME[name]
-        if replaceable.kind == FUNCTION:
-            replacing[name] = getattr(chosen.Counted(replaceable.counter) if counted else chosen, name)
-        elif replaceable.kind == CLASS:  # grpc's metadata entries, built in its class's place
-            counter = replaceable.counter if counted else -1
-            replacing[name] = compiled["fast_entry"].MetadatumConstructor(original, counter=counter)
+        if BY_NAME[name].kind == FUNCTION:
+            replacing[name] = getattr(chosen.Counted(counters[name]) if counted else chosen, name)
+        elif BY_NAME[name].kind == CLASS:  # grpc's metadata entries, built in its class's place
+            replacing[name] = compiled["fast_entry"].MetadatumConstructor(original, counter=counters[name])
     return {name: replacing[name] for name in originals}

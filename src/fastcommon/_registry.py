@@ -15,10 +15,8 @@ NEWEST_CPYTHON = (3, 15)  # the newest the suite ran on: the hooks do as its con
 USER_AGENT = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # an entry every RPC carries
 METHOD_NAME = "/grpc.testing.BenchmarkService/UnaryCall"  # what encode and decode are timed on
 
-# The grpcio releases the suite ran against, by the code they share (grpc removed an `else:` from encode in 1.76 and
-# retyped the aio methods over the years: new source, the same behaviour); Cython's functions, which have no source,
-# by the release (fingerprints.py). Written by hand, not from what CI installs,
-# a fingerprint only after the whole suite passes against its release (.ci/next-grpcio prints the line to add).
+# The grpcio releases the suite ran against, by the code they share (Cython's, with no source, by release), written by
+# hand once the whole suite passes against one (.ci/next-grpcio prints the line to add).
 _V62, _V73, _V80, _V85 = ("1.62.3",), ("1.73.1",), ("1.80.1",), ("1.85.1", "1.85.3")
 _OLDER, _NEWER = _V62 + _V73, _V80 + _V85
 

@@ -88,16 +88,12 @@ class Report:
         }
 
     def per_call_saving_ns(self, name: str) -> float:
-        """grpc's time per call less fastcommon's, each the best of RUNS runs, interleaved so that what the machine
-        does meanwhile weighs on both alike; never below 0: fastcommon's never runs more instructions than grpc's."""
+        """grpc's time per call less fastcommon's, each the best of RUNS interleaved runs; never below 0."""
         functions = [getattr(raw, "__func__", raw) for raw in self.timed[name]]  # as the class calls them
         if inspect.isgeneratorfunction(functions[0]):  # an iterator's cost is in its items
             functions = [lambda m, function=function: tuple(function(m)) for function in functions]
         elif inspect.isgeneratorfunction(getattr(functions[0], "__wrapped__", None)):  # a context manager's: its with
-            functions = [
-                lambda *a, f=function: (m := f(*a), m.__enter__(), m.__exit__(None, None, None))
-                for function in functions
-            ]
+            functions = [lambda *a, f=f: (m := f(*a), m.__enter__(), m.__exit__(None, None, None)) for f in functions]
         cls = _grpc.metadata_class()
         arguments = BY_NAME[name].calibration(cls, cls(USER_AGENT))
         runs = [[ns_per_call(each, arguments, CALLS_PER_RUN, repeat=1) for each in functions] for _ in range(RUNS)]

@@ -59,7 +59,7 @@ def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: An
     probes pass the classes ``made`` (probes.made())."""
     probe = detached(cls, object)
     methods = {  # grpc's, naming the copy Metadata (grpc 1.80's _create makes a Metadata(), not a cls())
-        name: _naming(each, Metadata=probe) for name, each in originals.items() if BY_NAME[name].kind != STATICMETHOD
+        name: copied(each, Metadata=probe) for name, each in originals.items() if BY_NAME[name].kind != STATICMETHOD
     }
     for name, original in methods.items():
         setattr(probe, BY_NAME[name].attribute, original)
@@ -69,16 +69,9 @@ def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: An
     outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.scenarios(*made)]
     init_metadata = next((name for name in originals if name not in methods), None)  # probed on calls of its own
     if init_metadata is not None:
-        original = _naming(originals[init_metadata], Metadata=probe, Sequence=Sequence)
+        original = copied(originals[init_metadata], Metadata=probe, Sequence=Sequence)
         function = make({init_metadata: original}, probe)[init_metadata] if init_metadata in replaced else original
         for label, args in probes.init_metadata_arguments(probe, *made[:2]):
             answer = functools.partial(probes.init_metadata_answer, args)
             outcomes.append((f"_init_metadata({label})", probes.outcome(answer, function.__func__)))
     return outcomes
-
-
-def _naming(method: Any, **names: Any) -> Any:
-    """grpc's ``method`` (a function, a classmethod or a staticmethod) copied, with ``names`` in its module's place."""
-    if isinstance(method, (classmethod, staticmethod)):
-        return type(method)(copied(method.__func__, **names))
-    return copied(method, **names)
