@@ -59,8 +59,7 @@ def forked() -> None:
 
 
 def print_from_multiprocessing_children(report: Report) -> None:
-    # multiprocessing's fork and forkserver children end in os._exit, past atexit; its own
-    # finalizers still run. A child clears them when it starts, then runs its after-fork hooks.
+    # its fork/forkserver children end in os._exit, past atexit, but run its finalizers (cleared, then after-fork hooks)
     if (util := sys.modules.get("multiprocessing.util")) is not None:
         util.Finalize(None, report.print, exitpriority=0)
         util.register_after_fork(report, print_from_multiprocessing_children)

@@ -1,8 +1,6 @@
-"""The patch gate: for each name, whether fastcommon's may replace grpc's own, judged from grpc's objects. A function
-or a method passes when its fingerprint is one the suite ran against (fingerprints.py) and fastcommon's agrees with it
-on every probe (functions.py, metadata.py); a hook, by its fingerprint on a CPython the suite ran on; the metadata entry
-class, when it has the namedtuple's shape and the entries agree on every probe (metadatum.py). Judging only reads: it
-probes copies of its own."""
+"""The patch gate: whether fastcommon's may replace each of grpc's. A function or method needs a known fingerprint
+(fingerprints.py) and the same outcome on every probe (functions.py, metadata.py); a hook, a known fingerprint on a
+CPython the suite ran on; the entry class, the namedtuple's shape and the same entries (metadatum.py). Only reads."""
 
 import sys
 from typing import Any
@@ -54,7 +52,7 @@ def _judge(replaceable: Replaceable, original: Any) -> Verdict:
         if replaceable.kind == FUNCTION:
             fastcommons = getattr(_implementation.chosen, name)
             return Verdict(name, functions.difference(name, replaceable.arguments, original, fastcommons))
-        return Verdict(name)  # a Metadata method: probed with the others, in assess()
+        return Verdict(name)  # a hook; or a Metadata method, probed with the others in assess()
     except Exception as exc:  # whatever a changed grpc or a hook of the process does, the gate answers: grpc's stays
         return Verdict(name, UNJUDGED.format(exc))
 

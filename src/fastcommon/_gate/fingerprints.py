@@ -18,8 +18,7 @@ _CONTEXT_MANAGER = contextlib.contextmanager(lambda: iter(())).__code__  # the c
 
 def source(function: Any) -> str | None:
     """A function's source text, as inspect.getsource gives it (decorators included); None when there is none."""
-    # Parsing the function's own lines (up to the next definition at its indentation, or less), dedented, gives
-    # inspect.getsource's text at a third of its cost before CPython 3.12, and fills none of its caches.
+    # Its own lines (to the next definition at its indentation) parsed: a third of getsource's cost, no cache filled.
     try:
         code = function.__code__
         cached = linecache.cache.get(code.co_filename)  # read, never added to linecache's cache

@@ -1,8 +1,6 @@
-"""The gate's judgement of grpc.aio's Metadata: its class's shape, then probes of its methods, run together, since
-fastcommon's call each other as their class holds them: each scenario of metadata_probes runs on a copy of grpc's
-Metadata (no subclass of it) with grpc's methods and with fastcommon's, and _init_metadata as a copy of grpc's naming
-that class Metadata. Where together they differ (fastcommon's __init__ adds in place only beside its add), each is
-left out in turn: the verdict names the one that makes the difference."""
+"""The gate's judgement of grpc.aio's Metadata: its class's shape, then metadata_probes' scenarios on a copy of the
+class with grpc's methods and with fastcommon's, together (they call each other as the class holds them: __init__ adds
+in place only beside its own add); where they differ, each is left out in turn to name the one that makes it."""
 
 import collections
 import functools
