@@ -1,7 +1,6 @@
-"""fastcommon's public API: grpc._common's str/bytes conversions and (de)serialization wrappers, compiled, and
-fastcommon.patch(), which puts them into grpc. IMPLEMENTATION says which loaded ("cython" or "python"),
-PURE_PYTHON_REASON why it is pure Python (None when it is not). Each is loaded at first use (PEP 562), so that
-`import fastcommon` loads no compiled module, gate or grpc."""
+"""fastcommon's public API: grpc._common's conversions and (de)serialization wrappers, compiled; patch() puts them into
+grpc; IMPLEMENTATION ("cython", "python") and PURE_PYTHON_REASON (or None) say which loaded and why. Each loads at first
+use (PEP 562): `import fastcommon` loads no compiled module, gate or grpc."""
 
 __version__ = "0.1.0"
 
@@ -21,8 +20,7 @@ if TYPE_CHECKING:
 if not TYPE_CHECKING:  # a type checker sees the names above, and no __getattr__ that would answer for any other
 
     def __getattr__(name: str) -> object:
-        """The export ``name``, loaded with the others on first use of any; or the submodule ``name`` (common,
-        fast_common), imported as `import fastcommon` imported it before the exports loaded at first use."""
+        """The export ``name``, loaded with the others at first use; or the submodule ``name`` (common, fast_common)."""
         if name in _SUBMODULES:
             from importlib import import_module
 

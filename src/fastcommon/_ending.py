@@ -1,6 +1,5 @@
-"""When each process of `run --report` reports (what: _report.py): as it exits (atexit); on a SIGTERM left at its
-default, which ends it past atexit (as docker stop, Kubernetes and systemd stop servers), first reporting, then ending
-by SIGTERM as it would have; once more in a fork child; and in multiprocessing's children, which end past atexit."""
+"""When each process of `run --report` reports (what: _report.py): at exit; on a default SIGTERM (docker stop, systemd),
+which ends it past atexit, then ending by it; again in a fork child; and in multiprocessing's, which end past atexit."""
 
 import atexit
 import os
@@ -31,11 +30,9 @@ def start(to_stderr: bool, full: bool, path: str | None) -> None:
         if (relay := sigterm_relay()) is not None:  # in front of CPython's handler, just set
             relay.relay_sigterm(_pthread_kill_address())
         elif os.name == "posix" and _implementation.IMPLEMENTATION == "cython":
-            _implementation.warn(
-                "fastcommon: run --report's SIGTERM relay (fastcommon._sigterm) did not load; a process whose main "
-                "thread waits with no timeout may not end when another thread takes SIGTERM (docs/adoption.md)",
-                stacklevel=2,
-            )
+            _implementation.warn("fastcommon: run --report's SIGTERM relay (fastcommon._sigterm) did not load; a "
+                                 "process whose main thread waits with no timeout may not end when another thread "
+                                 "takes SIGTERM (docs/adoption.md)", stacklevel=2)  # fmt: skip
 
 
 def on_sigterm(signum: int, frame: Any) -> None:

@@ -72,20 +72,12 @@ class Report:
     def summary(self, calls: dict[str, int], cpu_seconds: float, ended_by: str = "exit") -> dict[str, Any]:
         """What the report says, for machines (the JSON line) and for people (text() reads it)."""
         saving_ns = {name: self.per_call_saving_ns(name) for name, count in calls.items() if count}
-        return {
-            "pid": os.getpid(),
-            "fastcommon": __version__,
-            "implementation": _implementation.IMPLEMENTATION,
-            "python": platform.python_version(),
-            "grpcio": _grpc.version(),
-            "patched": list(calls),
-            "left_to_grpc": [name for name in NAMES if name not in calls],
-            "calls": calls,
-            "saved_ns_per_call": {name: round(ns, 1) for name, ns in saving_ns.items()},
-            "saved_seconds": sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9,
-            "cpu_seconds": cpu_seconds,
-            "ended_by": ended_by,
-        }
+        return {"pid": os.getpid(), "fastcommon": __version__, "implementation": _implementation.IMPLEMENTATION,
+                "python": platform.python_version(), "grpcio": _grpc.version(), "patched": list(calls),
+                "left_to_grpc": [name for name in NAMES if name not in calls], "calls": calls,
+                "saved_ns_per_call": {name: round(ns, 1) for name, ns in saving_ns.items()},
+                "saved_seconds": sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9,
+                "cpu_seconds": cpu_seconds, "ended_by": ended_by}  # fmt: skip
 
     def per_call_saving_ns(self, name: str) -> float:
         """grpc's time per call less fastcommon's, each the best of RUNS interleaved runs; never below 0."""

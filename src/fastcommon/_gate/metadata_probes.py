@@ -1,6 +1,5 @@
-"""What the gate compares of grpc.aio's Metadata: scenarios, each doing to a class (the gate's copy of grpc's Metadata,
-with grpc's own methods or fastcommon's) what users, interceptors and grpc do with one. Compared are results and their
-types, the instances' state (their ``_metadata``), exception types, texts and causes."""
+"""The gate's probes of grpc.aio's Metadata: scenarios that do to a copy of its class (grpc's or fastcommon's methods)
+what users, interceptors and grpc do; compared: results, their types, _metadata, exceptions, their texts and causes."""
 
 import copy
 import sys
@@ -24,8 +23,7 @@ def state(metadata: Any) -> Any:
 
 
 def seen(value: Any) -> Any:
-    """An observable form of what a scenario gave: a Metadata as its state, a value as its type and value, any
-    other object as its type alone (where it matters that it is an argument itself, the scenario says so)."""
+    """What a scenario gave, as seen: a Metadata as its state, a value as type and value, anything else as its type."""
     if hasattr(value, "_metadata") and not isinstance(value, type):
         return "a Metadata", type(value).__name__, state(value)
     if isinstance(value, (list, tuple)):
@@ -103,12 +101,10 @@ def _subclass_adding_upper(cls: Any) -> Any:
 
 
 def made() -> tuple[Any, Any, Any]:
-    """The classes the probes pass, made for each judgement and freed with it (importing fastcommon makes none): an
-    Entry as grpc's core hands one over, a key whose hash runs code, a pair that iterates its own way."""
+    """The probes' classes, made per judgement (none at import): grpc core's Entry, a hashing key, a pair's own iter."""
 
     class Hashing(str):
-        """A key whose hash runs ``action`` until it is None. The actions never raise: a hash that raises inside
-        OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's code alone."""
+        """A key whose hash runs ``action`` until None; never raising (in setdefault, Debian's 3.11.2-dbg aborts)."""
 
         action: Callable[[], Any] | None
 
@@ -276,8 +272,7 @@ def scenarios(Entry: Any, Hashing: Any, OwnIteration: Any) -> list[tuple[str, Ca
         ("iteration, added to after its end", _added_to_after_its_end),
         ("iteration, asked from within", _reentered),
         # Comparing, printing, pickling, copying one.
-        ("equality",
-         lambda cls: [cls(*PAIRS) == cls(*PAIRS), cls(*PAIRS) == tuple(cls(*PAIRS)), cls(*PAIRS) == PAIRS,
+        ("equality", lambda cls: [cls(*PAIRS) == cls(*PAIRS), cls(*PAIRS) == tuple(cls(*PAIRS)), cls(*PAIRS) == PAIRS,
                       cls() == ()]),
         ("repr", lambda cls: [repr(cls(*PAIRS)), repr(cls())]),
         ("pickling", _pickled),
@@ -288,25 +283,15 @@ def scenarios(Entry: Any, Hashing: Any, OwnIteration: Any) -> list[tuple[str, Ca
 def init_metadata_arguments(metadata_class: Any, Entry: Any, Hashing: Any) -> list[tuple[str, tuple[Any, Any]]]:
     """What the gate passes _init_metadata(metadata, compression): every kind of metadata a call is given."""
     compression = sys.modules["grpc"].Compression  # imported with grpc.aio, whose Metadata this is
-    return [
-        ("None", (None, None)),
-        ("()", ((), None)),
-        ("[]", ([], None)),
-        ("pairs", (PAIRS, None)),
-        ("entries", (tuple(Entry(*pair) for pair in PAIRS), None)),
-        ("a list of pairs", (list(PAIRS), None)),
-        ("a Metadata", (metadata_class(*PAIRS), None)),
-        ("an empty Metadata", (metadata_class(), None)),
-        ("a subclass's", (type("Sub", (metadata_class,), {})(*PAIRS), None)),
-        ("an iterator", (iter(()), None)),
-        ("'ab'", ("ab", None)),
-        ("a bad pair", ((("k",),), None)),
-        ("a bad pair last", ((*PAIRS, ("k", "v", "x")), None)),
-        ("a key's hash empties a later pair", (((Hashing("a", (later := ["k", "v"]).clear), "x"), later), None)),
-        ("pairs, gzip", (PAIRS, compression.Gzip)),
-        ("None, gzip", (None, compression.Gzip)),
-        ("pairs, no compression", (PAIRS, compression.NoCompression)),
-    ]
+    given = {"None": None, "()": (), "[]": [], "pairs": PAIRS, "entries": tuple(Entry(*pair) for pair in PAIRS),
+             "a list of pairs": list(PAIRS), "a Metadata": metadata_class(*PAIRS),
+             "an empty Metadata": metadata_class(), "a subclass's": type("Sub", (metadata_class,), {})(*PAIRS),
+             "an iterator": iter(()), "'ab'": "ab", "a bad pair": (("k",),),
+             "a bad pair last": (*PAIRS, ("k", "v", "x"))}  # fmt: skip
+    given["a key's hash empties a later pair"] = ((Hashing("a", (later := ["k", "v"]).clear), "x"), later)
+    return [(label, (metadata, None)) for label, metadata in given.items()] + [
+        ("pairs, gzip", (PAIRS, compression.Gzip)), ("None, gzip", (None, compression.Gzip)),
+        ("pairs, no compression", (PAIRS, compression.NoCompression))]  # fmt: skip
 
 
 def init_metadata_answer(args: tuple[Any, Any], init_metadata: Any) -> Any:
