@@ -410,8 +410,8 @@ def status_text(status: int) -> str:
 
 
 def output_difference(output: str, stock: Run, patched: Run, ignored: list[str]) -> list[str]:
-    """The lines in which two runs' ``output`` (stdout, stderr) differ, ``ignored`` left out, shown as they read; none
-    if the same. Past their common start and end, the lines one has more often, or the first where their order parts."""
+    """Where two runs' ``output`` (stdout, stderr) differ, ``ignored`` left out: past their common start and end, the
+    lines one has more often, or the first where their order parts, shown as they read; [] if the same."""
     lines = []
     for each in (stock, patched):
         text = Path(f"{each.prefix}.{output}").read_bytes().decode("utf-8", "surrogateescape")
@@ -439,8 +439,7 @@ def output_difference(output: str, stock: Run, patched: Run, ignored: list[str])
 
 
 def visible(line: str) -> str:
-    """A line as it reads; quoted and escaped where it would look like another: blanks at its end, control
-    characters, bytes that are not UTF-8, no end of line."""
+    """A line as it reads; escaped where it would look like another (blanks at its end, controls, not UTF-8, no end)."""
     text = line[:-1] if line.endswith("\n") else line
     plain = line.endswith("\n") and text.isprintable() and text == text.strip() and text != ""
     shown = text if plain else repr(text.encode("utf-8", "surrogateescape"))[1:] + ("" if text != line else " (no end)")

@@ -18,8 +18,7 @@ class FastcommonWarning(RuntimeWarning):
 
 
 def warn(message: str, stacklevel: int) -> None:
-    """warnings.warn(message, FastcommonWarning, stacklevel) as the caller would, but never an exception: where the
-    filters make it one (-W error, pytest's filterwarnings = error), it is shown as a warning is shown instead."""
+    """warnings.warn(message, FastcommonWarning, stacklevel); where filters make it an exception (-W error), shown."""
     try:
         warnings.warn(message, FastcommonWarning, stacklevel + 1)
     except FastcommonWarning as warning:

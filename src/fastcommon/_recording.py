@@ -1,8 +1,7 @@
-"""What `compare` runs inside the program: its pytest plugin (PYTEST_PLUGINS loads it) and its unittest (`python -m
-fastcommon._recording ARGS` for `python -m unittest ARGS`). The program's first pytest or unittest (not one it starts,
-nor a pytest-xdist worker) appends to COMPARE_RUN's file a JSON line per fact: the runner, the tests collected, each
-test as it starts and ends (teardowns too), its outcomes; pytest runs from this run's copy of the program's cache,
-pytest-randomly with compare's seed. Each process that imports grpc records whether fastcommon has grpc patched."""
+"""What `compare` runs inside the program: its pytest plugin (PYTEST_PLUGINS) and unittest (`python -m
+fastcommon._recording` for `-m unittest`). The program's first pytest or unittest (not one it starts, nor an xdist
+worker) appends to COMPARE_RUN's file a JSON line per fact (runner, tests collected, each test's start, end, outcomes),
+pytest from a copy of its cache, with compare's seed; each process that imports grpc, whether grpc is patched."""
 
 import atexit
 import contextlib

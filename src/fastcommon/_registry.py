@@ -1,6 +1,5 @@
-"""What fastcommon may replace in grpc, each thing once, as data that all of fastcommon, .ci/next-grpcio and the tests
-read: a new name is one entry here and, if compiled, a function in fast_common.pyx, a maker in fast_metadata.pyx or a
-hook in fast_hooks.pyx."""
+"""What fastcommon may replace in grpc, each once, as data all of fastcommon, .ci/next-grpcio and the tests read: a new
+name is an entry here and, if compiled, a function in fast_common.pyx, a maker in fast_metadata.pyx or a fast_hooks'."""
 
 import dataclasses
 from collections.abc import Callable

@@ -65,8 +65,8 @@ class _Transformer:
 
 
 class Recorder:
-    """grpc._common's _LOGGER while probing: keeps the probes' failures; others (a finalizer's, say) go to grpc's. It
-    makes one judgement's probe classes (str and bytes subclasses, the error raised): none exist at import."""
+    """grpc._common's _LOGGER while probing: keeps the probes' failures, others (a finalizer's) go to grpc's; and one
+    judgement's probe classes (str and bytes subclasses, the error raised): none exist at import."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []

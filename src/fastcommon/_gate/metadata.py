@@ -33,8 +33,7 @@ def class_difference() -> str | None:
 
 
 def differences(originals: dict[str, Any]) -> dict[str, str | None]:
-    """For each of grpc's original methods ``originals`` (by name), why fastcommon's may not replace it, or None:
-    judged from what grpc holds now (nothing is remembered from an earlier judgement)."""
+    """Why fastcommon's may not replace each of grpc's methods ``originals`` (by name), or None; judged anew."""
     cls, made = _grpc.metadata_class(), probes.made()
     theirs = _outcomes(originals, [], cls, made)  # grpc's alone, once: each difference compares with it
 
@@ -53,8 +52,7 @@ def differences(originals: dict[str, Any]) -> dict[str, str | None]:
 
 
 def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: Any) -> list[Any]:
-    """Each scenario's outcome with grpc's ``originals`` (by name), fastcommon's in place of those ``replaced``; the
-    probes pass the classes ``made`` (probes.made())."""
+    """Each scenario's outcome with grpc's ``originals``, fastcommon's for those ``replaced``, the classes ``made``."""
     probe = detached(cls, object)
     methods = {  # grpc's, naming the copy Metadata (grpc 1.80's _create makes a Metadata(), not a cls())
         name: copied(each, Metadata=probe) for name, each in originals.items() if BY_NAME[name].kind != STATICMETHOD

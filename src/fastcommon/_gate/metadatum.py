@@ -14,8 +14,7 @@ from .copies import detached
 
 @functools.cache
 def _namedtuples_new() -> types.CodeType:
-    """The code of __new__ of the namedtuple as grpc defines it, to compare against; made when first needed (32 µs),
-    not at import. The class is not kept: the collector frees it."""
+    """The code of __new__ of grpc's namedtuple, to compare with; made when first needed (32 µs), the class not kept."""
     return collections.namedtuple(of_kind(CLASS)[0].attribute, ("key", "value")).__new__.__code__
 
 
