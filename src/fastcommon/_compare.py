@@ -1,6 +1,5 @@
-"""`python -m fastcommon compare`: a program run stock and patched, each in a process group of its own, with what it
-recorded (_recording.py); where tests differ, the whole program again, each way, to tell flaky from different; and the
-verdict (Verdict.lines): "the same" only where every invariant of docs/adoption.md holds, else the first that fails."""
+"""`python -m fastcommon compare`: a program run stock and patched, each in a process group, recorded (_recording.py);
+where tests differ, again each way, to tell flaky from different; "the same" only if adoption.md's invariants hold."""
 
 import contextlib
 import dataclasses

@@ -96,9 +96,8 @@ def pytest_cmdline_main(config: Any) -> None:  # before the cache plugin and pyt
         if isinstance(getattr(config, "_inicache", None), dict):
             config._inicache["cache_dir"] = cache
     seed = getattr(config.option, "randomly_seed", None)  # before pytest-randomly draws one ("last": none cached)
-    if seed == "default" or (
-        seed == "last" and cache and not os.path.isfile(os.path.join(cache, "v", "randomly_seed"))
-    ):
+    none_cached = cache and not os.path.isfile(os.path.join(cache, "v", "randomly_seed"))
+    if seed == "default" or (seed == "last" and none_cached):
         config.option.randomly_seed = int(os.environ[_environment.COMPARE_SEED])
 
 

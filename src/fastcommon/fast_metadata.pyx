@@ -1,8 +1,7 @@
 # cython: language_level=3, binding=True, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
-"""grpc.aio's Metadata methods and _init_metadata, compiled from grpc's own code, and their iterator (iterator.h): the
-same reads, lookups and calls in the same order. C takes a step only where exact types (an exact OrderedDict, exact str
-keys, exact lists and tuples) make it the same step; decided up front, else grpc's own method does the whole call. The
-class and grpc's module globals are taken as the gate judged them at patch(): docs/safety.md, "The contract"."""
+"""grpc.aio's Metadata methods and _init_metadata compiled from grpc's code, and their iterator (iterator.h): the same
+reads, lookups and calls in order; a C step only where exact types make it the same step, decided up front, else grpc's
+own method for the whole call; the class and grpc's globals as judged at patch() (docs/safety.md, "The contract")."""
 
 import collections
 import functools
@@ -53,8 +52,7 @@ cdef object _MISSING = object()
 
 
 cdef inline bint _plain_ordered_dict(object mapping):
-    """An exact OrderedDict with no attribute of its own (none hides its items, values or get): the dict it keeps them
-    in, at the type's __dictoffset__, not made yet or empty (read, not made, as __dict__ would)."""
+    """An exact OrderedDict with no attribute to hide items, values or get (read at __dictoffset__, not made)."""
     if type(mapping) is not _OrderedDict:
         return False
     attributes = (<PyObject **>(<char *><PyObject *>mapping + _ATTRIBUTES_AT))[0]
@@ -84,8 +82,7 @@ cdef class _Methods:
 
 
 cdef inline bint _plain_pair(object pair):
-    """Whether `key, value = pair` reads two items and runs no Python code, the key an exact str: an exact tuple of
-    two, or a tuple subclass of two that iterates as a tuple does (a namedtuple, grpc's own entries)."""
+    """Whether `key, value = pair` runs no Python code, the key an exact str: a tuple of two iterating as tuple."""
     if type(pair) is not tuple and not (isinstance(pair, tuple) and
                                         PyType_GetSlot(Py_TYPE(pair), Py_tp_iter) == _TUPLE_ITER):
         return False
@@ -97,8 +94,7 @@ cdef enum:
 
 
 cdef bint _fill(object self, tuple pairs, _Methods methods) except -1:
-    """grpc's __init__ done in place on a fresh instance of methods.cls, whose add is fastcommon's: False, having
-    done nothing, where a pair is not a plain pair with an exact str key."""
+    """grpc's __init__ in place on a fresh methods.cls (its add fastcommon's); False, doing nothing, on a pair not so."""
     cdef Py_ssize_t i, j, seen = 0
     cdef Py_hash_t hash_
     cdef Py_hash_t seen_hashes[_SEEN]
@@ -178,15 +174,13 @@ cdef class _Read:
         return metadata
 
 
-# Before 3.12 CPython counts a Python frame entered from C once; a level of a Metadata nested as another's _metadata
-# (fastcommon's method, grpc's frame, the nested one's slot) takes twice a level of CPython's own C stack, so counts
-# twice. From 3.12 on, CPython counts C calls apart.
+# Before 3.12 CPython counts a Python frame entered from C once, and a level of a Metadata nested as another's _metadata
+# takes twice a level of its own C stack, so counts twice; from 3.12 on, CPython counts C calls apart.
 cdef bint _COUNT_LEVELS = sys.version_info < (3, 12)
 
 
 cdef object _deeper(object function, object first, object key=_MISSING, object values=_MISSING):
-    """function(first[, key[, values]]), where a Metadata nested in another recurses: the level counted towards the
-    recursion limit. Called as grpc's frames call (vectorcall: no count of its own, no words of its own)."""
+    """function(first[, key[, values]]) where a nested Metadata recurses: the level counted, as grpc's frame counts."""
     if _COUNT_LEVELS:
         Py_EnterRecursiveCall("")
     try:
@@ -201,8 +195,7 @@ cdef object _deeper(object function, object first, object key=_MISSING, object v
 
 
 cdef object _read(object metadata):
-    """A self for grpc's own method that reads self._metadata alone: its Python frame, as grpc's, counts towards
-    the recursion limit where a Metadata is another's _metadata. Made without a call, which CPython would count."""
+    """A self for grpc's method that reads self._metadata alone; made without a call, which CPython would count."""
     cdef _Read read = _Read.__new__(_Read)
     read.metadata = metadata
     return read
@@ -246,8 +239,7 @@ cdef object _getitem(object self, object key, _Methods methods):
 
 
 cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ssize_t counter):
-    """The function that replaces grpc's method ``grpcs``, named ``attribute`` in its class, for methods.cls: counting
-    its calls at ``counter`` first."""
+    """What replaces grpc's method ``grpcs`` (``attribute`` of methods.cls), counting its calls at ``counter`` first."""
     if attribute == "__init__":
         def __init__(*args, **kwargs):  # what type() calls with what Metadata(...) was given: grpc's words for errors
             fastcommon_count(counter)
@@ -429,8 +421,7 @@ def metadata_methods(originals, cls, /, *, counters=None):
         counters[attribute] = counters.get(name, -1)
         fastcommon_check_counter(counters[attribute], True)
         replacement = _replacement(attribute, function, methods, counters[attribute])  # methods: filled in below
-        # grpc's names, doc and annotations, and __wrapped__ (inspect.signature, typing.get_type_hints and pickle by
-        # reference answer as for grpc's own)
+        # grpc's names, doc, annotations and __wrapped__: signature, get_type_hints and pickle answer as for grpc's
         functools.update_wrapper(replacement, function)
         replacement.__annotations__ = function.__annotations__
         if not hasattr(function, "__annotate__"):  # set by Cython with __annotations__; grpc's have none before 3.14

@@ -176,8 +176,7 @@ static PyMethodDef fastcommon_constructor_methods[] = {
     {"__instancecheck__", fastcommon_constructor_instancecheck, METH_O, "isinstance(instance, cls)"},
     {"__subclasscheck__", fastcommon_constructor_subclasscheck, METH_O, "issubclass(subclass, cls)"},
     {"__mro_entries__", fastcommon_constructor_mro_entries, METH_O, "(cls,): a class statement subclasses cls"},
-    {NULL, NULL, 0, NULL},
-};
+    {NULL, NULL, 0, NULL}};
 
 static PyMemberDef fastcommon_constructor_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(fastcommon_constructor, vectorcall), READONLY, NULL},
@@ -186,21 +185,14 @@ static PyMemberDef fastcommon_constructor_members[] = {
 static PyType_Slot fastcommon_constructor_slots[] = {
     {Py_tp_doc, (void *)"MetadatumConstructor(cls, /, *, counter=-1)\n--\n\nBuilds cls(key, value) as a namedtuple's "
                         "__new__ does, for a namedtuple cls of two fields, checked; anything else is cls's own."},
-    {Py_tp_new, (void *)fastcommon_constructor_new},
-    {Py_tp_dealloc, (void *)fastcommon_constructor_dealloc},
+    {Py_tp_new, (void *)fastcommon_constructor_new}, {Py_tp_dealloc, (void *)fastcommon_constructor_dealloc},
     {Py_tp_traverse, (void *)fastcommon_constructor_traverse},
     {Py_tp_getattro, (void *)fastcommon_constructor_getattro},
-    {Py_tp_setattro, (void *)fastcommon_constructor_setattro},
-    {Py_tp_repr, (void *)fastcommon_constructor_repr},
-    {Py_tp_richcompare, (void *)fastcommon_constructor_richcompare},
-    {Py_tp_hash, (void *)fastcommon_constructor_hash},
-    {Py_mp_subscript, (void *)fastcommon_constructor_getitem},
-    {Py_nb_or, (void *)fastcommon_constructor_or},
-    {Py_tp_call, (void *)PyVectorcall_Call},
-    {Py_tp_methods, (void *)fastcommon_constructor_methods},
-    {Py_tp_members, (void *)fastcommon_constructor_members},
-    {0, NULL},
-};
+    {Py_tp_setattro, (void *)fastcommon_constructor_setattro}, {Py_tp_repr, (void *)fastcommon_constructor_repr},
+    {Py_tp_richcompare, (void *)fastcommon_constructor_richcompare}, {Py_tp_hash, (void *)fastcommon_constructor_hash},
+    {Py_mp_subscript, (void *)fastcommon_constructor_getitem}, {Py_nb_or, (void *)fastcommon_constructor_or},
+    {Py_tp_call, (void *)PyVectorcall_Call}, {Py_tp_methods, (void *)fastcommon_constructor_methods},
+    {Py_tp_members, (void *)fastcommon_constructor_members}, {0, NULL}};
 
 static PyType_Spec fastcommon_constructor_spec = {"fastcommon.fast_entry.MetadatumConstructor",
     sizeof(fastcommon_constructor), 0,

@@ -1,6 +1,5 @@
-"""The gate's judgement of grpc.aio's Metadata: its class's shape, then metadata_probes' scenarios on a copy of the
-class with grpc's methods and with fastcommon's, together (they call each other as the class holds them: __init__ adds
-in place only beside its own add); where they differ, each is left out in turn to name the one that makes it."""
+"""The gate's judgement of grpc.aio's Metadata: its class's shape, then metadata_probes' scenarios on a copy of it with
+grpc's methods and with fastcommon's together (they call each other); where they differ, each left out in turn."""
 
 import collections
 import functools
