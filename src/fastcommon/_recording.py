@@ -1,7 +1,6 @@
-"""What `compare` runs inside the program: its pytest plugin (PYTEST_PLUGINS) and unittest (`python -m
-fastcommon._recording` for `-m unittest`). The program's first pytest or unittest (not one it starts, nor an xdist
-worker) appends to COMPARE_RUN's file a JSON line per fact (runner, tests collected, each test's start, end, outcomes),
-pytest from a copy of its cache, with compare's seed; each process that imports grpc, whether grpc is patched."""
+"""What `compare` runs in the program: a pytest plugin, and a unittest (`-m fastcommon._recording`). Its first pytest or
+unittest (not one it starts, nor an xdist worker) appends to COMPARE_RUN's file a JSON line per fact (runner, tests,
+each one's start, end, outcomes), pytest from a copy of its cache; each process that imports grpc, whether patched."""
 
 import atexit
 import contextlib

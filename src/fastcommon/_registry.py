@@ -14,8 +14,7 @@ NEWEST_CPYTHON = (3, 15)  # the newest the suite ran on: the hooks do as its con
 USER_AGENT = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # an entry every RPC carries
 METHOD_NAME = "/grpc.testing.BenchmarkService/UnaryCall"  # what encode and decode are timed on
 
-# The grpcio releases the suite ran against, by the code they share (Cython's, with no source, by release), written by
-# hand once the whole suite passes against one (.ci/next-grpcio prints the line to add).
+# The grpcio releases the suite passed against, by shared code (Cython's by release), added by hand (.ci/next-grpcio).
 _V62, _V73, _V80, _V85 = ("1.62.3",), ("1.73.1",), ("1.80.1",), ("1.85.1", "1.85.3")
 _OLDER, _NEWER = _V62 + _V73, _V80 + _V85
 
@@ -84,9 +83,8 @@ BY_NAME = {replaceable.name: replaceable for replaceable in REPLACEABLES}
 NAMES = tuple(BY_NAME)
 HOMES = tuple(dict.fromkeys(replaceable.home for replaceable in REPLACEABLES))
 
-# The releases the gate's warning and the status name, oldest first.
 _RELEASES = {release for each in REPLACEABLES for releases in each.fingerprints.values() for release in releases}
-TESTED_GRPCIO = tuple(sorted(_RELEASES, key=lambda release: tuple(map(int, release.split(".")))))
+TESTED_GRPCIO = tuple(sorted(_RELEASES, key=lambda release: tuple(map(int, release.split(".")))))  # oldest first
 
 
 def of_kind(*kinds: str) -> tuple[Replaceable, ...]:

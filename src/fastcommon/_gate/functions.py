@@ -86,8 +86,7 @@ def _probe_calls(arity: int, recorder: Recorder) -> list[tuple[Any, _Transformer
     calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in probe_values(recorder)]
     if arity == 2:
         calls += [(value, _Transformer(raises=None)) for value in probe_values(recorder)]
-        # failing: only what grpc hands over (bytes, a memoryview, a list of chunks); returning shows the rest
-        values = probe_values(recorder)
+        values = probe_values(recorder)  # failing: what grpc hands over (bytes, a memoryview, chunks); the rest, above
         calls += [(values[i], _Transformer(raises=recorder.error)) for i in (0, 2, 4)]
     return calls
 
