@@ -15,9 +15,7 @@ if TYPE_CHECKING:
     from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning
     from ._patching import is_patched, patch, patched, unpatch
     from .common import decode, deserialize, encode, serialize
-
-
-if not TYPE_CHECKING:  # a type checker sees the names above, and no __getattr__ that would answer for any other
+else:  # a type checker sees the names above, and no __getattr__ that would answer for any other
 
     def __getattr__(name: str) -> object:
         """The export ``name``, loaded with the others at first use; or the submodule ``name`` (common, fast_common)."""

@@ -1,5 +1,4 @@
-"""`run --report`: what each patched process counts, times and says as it ends (when: _ending.py), in a block on
-stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``)."""
+"""`run --report`: what each patched process counts, times and says as it ends (_ending.py), on stderr and in JSON."""
 
 import inspect
 import json
