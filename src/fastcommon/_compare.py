@@ -34,9 +34,9 @@ NOT_RUN = "not run"
 OUTPUTS = {"stdout": "standard output", "stderr": "standard error"}  # --stdout, --stderr: what they compare
 SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines shown, stderr lines quoted
 LONGEST = 110  # characters of an output line shown: its start and end, where it is longer
-EVERY = 10  # seconds between progress lines
-WAIT = 0.5  # seconds a wait for a run blocks: Windows' cannot be interrupted (Ctrl-C waits for it)
+EVERY, WAIT = 10, 0.5  # seconds: between progress lines; a wait for a run blocks (Windows' cannot be interrupted)
 SIGNALS = {-signum: signum.name for signum in signal.Signals}  # a process's status where a signal ended it
+Outcomes = dict[str, dict[str, list[str]]]  # each test's outcomes "stock" and "patched": its first run's, its reruns'
 
 
 class Stopped(Exception):
@@ -107,16 +107,7 @@ class Verdict:
     kind: str
     headline: str
     details: tuple[str, ...] = ()
-    kept: str | None = None  # the folder that keeps every run's output
-    tests: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # each test's "stock", "patched"
-
-    @property
-    def status(self) -> int:
-        return STATUSES[self.kind] if self.kind in STATUSES else 128 + signal.Signals[self.kind]
-
-    def lines(self) -> list[str]:
-        kept = [shortened(f"the output of every run is kept in {self.kept}")] if self.kept else []
-        return [shortened(f"fastcommon compare: {self.headline}"), *self.details, *kept]
+    tests: Outcomes = dataclasses.field(default_factory=dict)
 
 
 def compare(program: list[str], options: Any) -> int:
@@ -140,7 +131,7 @@ def compare(program: list[str], options: Any) -> int:
             ended = tuple(f"the {run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}"
                           for run in runs[:-1])  # fmt: skip  # a hang in one alone is no "nothing compared"
             said = f"timed out: {took}" if ended else f"nothing compared: {took}"
-            verdict = Verdict(stop.kind, said, ended + runs[-1].tail(), folder)
+            verdict = Verdict(stop.kind, said, ended + runs[-1].tail())
         else:
             during = f" during the {stop.run}{running}" if stop.run else ""
             verdict = Verdict(stop.kind, f"stopped by {stop.kind}{during}; nothing compared")
@@ -150,16 +141,20 @@ def compare(program: list[str], options: Any) -> int:
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-    lines = verdict.lines() + (report_lines(os.path.join(folder, "report.jsonl")) if options.report else [])
+    status = STATUSES[verdict.kind] if verdict.kind in STATUSES else 128 + signal.Signals[verdict.kind]
+    kept = verdict.kind in STATUSES and verdict.kind != "same"  # the runs' output: for all but the same, a signal's
+    lines = [shortened(f"fastcommon compare: {verdict.headline}"), *verdict.details]
+    lines += [shortened(f"the output of every run is kept in {folder}")] * kept
+    lines += report_lines(os.path.join(folder, "report.jsonl")) if options.report else []
     if options.json:
-        data = {"verdict": verdict.kind, "status": verdict.status, "lines": lines, "pinned": pinned, "runs": [
+        data = {"verdict": verdict.kind, "status": status, "lines": lines, "pinned": pinned, "runs": [
             {"name": run.name, "status": run.status, "signal": SIGNALS.get(run.status), "stopped": run.stopped,
              "seconds": round(run.seconds, 3)} for run in runs], "tests": verdict.tests}  # fmt: skip
         Path(options.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
-    if not verdict.kept:
+    if not kept:
         shutil.rmtree(folder, ignore_errors=True)
     print(*lines, sep="\n", flush=True)
-    return verdict.status
+    return status
 
 
 def stopped(signum: int, frame: Any) -> None:
@@ -179,15 +174,15 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run], pinned
         return run(runs[-1], program, options, report, pinned["--randomly-seed"])
 
     first = go(order[0])
-    if verdict := nothing_compared([first], folder):
+    if verdict := nothing_compared([first]):
         return verdict
     second = go(order[1])
     stock, patched = (second, first) if options.patched_first else (first, second)
     outcomes = {test: {"stock": [stock.outcomes.get(test, NOT_RUN)], "patched": [patched.outcomes.get(test, NOT_RUN)]}
                 for test in sorted(stock.outcomes.keys() | patched.outcomes.keys())}  # fmt: skip
     differing = [test for test, ways in outcomes.items() if ways["stock"] != ways["patched"]]
-    if verdict := nothing_compared([first, second], folder) or incomplete(stock, patched, outcomes, differing, folder) \
-            or not_as_named(runs, folder):  # fmt: skip
+    if verdict := nothing_compared([first, second]) or incomplete(stock, patched, outcomes, differing) \
+            or not_as_named(runs):  # fmt: skip
         return verdict  # (the second run last in nothing_compared's, whichever it is)
     again_too = differing or stock.status != patched.status  # the exit status is judged as a test is
     for again in range(1, options.reruns + 1 if again_too else 1):  # each test in its context: the whole program
@@ -196,27 +191,26 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run], pinned
             for test in differing:  # where it ran, or was not run in a run where every test ended
                 if test in rerun.outcomes or set(rerun.tests) <= rerun.ended:
                     outcomes[test]["patched" if each else "stock"].append(rerun.outcomes.get(test, NOT_RUN))
-    return not_as_named(runs, folder) or verdict_of(stock, patched, outcomes, differing, runs, options, folder)
+    return not_as_named(runs) or verdict_of(stock, patched, outcomes, differing, runs, options)
 
 
-def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
+def nothing_compared(runs: list[Run]) -> Verdict | None:
     """The verdict where these runs (as they ran) leave nothing to compare: no start, arguments refused, no test."""
     last = runs[-1]
     said = f"{last.name}, exit status {status_text(last.status)}"
     tail = tuple(f"  {line}" for line in last.tail())
     # python's own refusal, in a line: no such file, no such module
     if not last.runner and last.status in (1, 2) and len(tail) == 1 and re.match(PYTHON_REFUSED, tail[0]):
-        return Verdict("not started", f"nothing compared: the program could not start ({said})", tail, folder)
+        return Verdict("not started", f"nothing compared: the program could not start ({said})", tail)
     if last.runner and last.status == REFUSING[last.runner] and not last.outcomes:
-        return Verdict("refused", f"nothing compared: {last.runner} refused its arguments ({said})", tail, folder)
+        return Verdict("refused", f"nothing compared: {last.runner} refused its arguments ({said})", tail)
     if len(runs) == 2 and all(run.runner and not run.outcomes for run in runs):
         statuses = ", ".join(f"{run.name} {status_text(run.status)}" for run in runs)
-        return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail, folder)
+        return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail)
     return None
 
 
-def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
-               folder: str) -> Verdict | None:  # fmt: skip
+def incomplete(stock: Run, patched: Run, outcomes: Outcomes, differing: list[str]) -> Verdict | None:
     """The verdict where a test that either run collected did not end in both (a crash, -x); else None."""
     tests = list(dict.fromkeys(stock.tests + patched.tests))
 
@@ -235,15 +229,15 @@ def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
     short = [run.name for run in (stock, patched) if any(unended_in(run, test) for test in tests)]  # one alone: named
     which = "both runs" if len(short) == 2 else f"the {short[0]} alone"
     first = f"{len(unended):,} of {plural(len(tests), 'test')} did not end in both runs, the first {unended[0]}"
-    return Verdict("incomplete", f"incomplete ({which}): {first}", tuple(details), folder, outcomes)
+    return Verdict("incomplete", f"incomplete ({which}): {first}", tuple(details), outcomes)
 
 
-def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
+def not_as_named(runs: list[Run]) -> Verdict | None:
     """The verdict where a process of a run found grpc at its import, or left it, otherwise than the run is named."""
 
     def process(kind: str, run: Run, what: str, record: dict[str, Any]) -> Verdict:  # its command line quoted
         said = f"nothing compared: a process of the {run.name} {what}"
-        return Verdict(kind, said, (f"  {_processes.QUOTED(record['argv'])}",), folder)
+        return Verdict(kind, said, (f"  {_processes.QUOTED(record['argv'])}",))
 
     for run in runs[:-1]:  # one that the runs after it could reach: they were not apart
         for record in run.outlived[:1]:
@@ -253,7 +247,7 @@ def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
         patched, ends = run.name.startswith("patched"), {record["pid"]: record for record in run.processes}
         if not (found := [record for record in run.processes if record["at"] == "import"]) and patched:
             what = f"imported grpc, so fastcommon patched nothing ({run.name}, exit status {status_text(run.status)})"
-            return Verdict("not patched", f"nothing compared: no process of the {run.name} {what}", run.tail(), folder)
+            return Verdict("not patched", f"nothing compared: no process of the {run.name} {what}", run.tail())
         for seen, record in [*(("found", each) for each in found), *(("left", each) for each in ends.values())]:
             if record["patched"] != patched:  # at its import: the gate's doing; at its end, the program's
                 kind = "not patched" if patched and seen == "found" else "not as named"
@@ -266,8 +260,8 @@ def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
     return None
 
 
-def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
-               runs: list[Run], options: Any, folder: str) -> Verdict:  # fmt: skip
+def verdict_of(stock: Run, patched: Run, outcomes: Outcomes, differing: list[str], runs: list[Run],
+               options: Any) -> Verdict:  # fmt: skip
     """The verdict on two runs whose every test ended: what differs, what is flaky (one way gave both), or the same."""
     flaky = [test for test in differing if any({outcomes[test]["stock"][0], outcomes[test]["patched"][0]} <= set(way)
                                                for way in outcomes[test].values())]  # fmt: skip
@@ -296,19 +290,18 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
         details.append(f"reran by the program (each test's last outcome is compared): {', '.join(reran)}")
     if differences:
         listed = ", ".join(differences[:-1]) + " and " * (len(differences) > 1) + differences[-1]
-        return Verdict("different", f"stock and patched differ in {listed}", tuple(details), folder, outcomes)
+        return Verdict("different", f"stock and patched differ in {listed}", tuple(details), outcomes)
     said = f"exit status {status_text(stock.status)}"
     said += "".join(f", the same {name}" for output, name in OUTPUTS.items() if getattr(options, output))
-    if stock.runner is None:
-        but_status = ", but for a flaky exit status" * (stock.status != patched.status)
-        headline = f"the same as a whole, stock and patched (no test seen one by one){but_status}: {said}"
-        return Verdict("same", headline, tuple(details), tests=outcomes)
     but = f", but for {plural(len(flaky), 'flaky test')}" if flaky else ""
     headline = f"the same, test by test, stock and patched{but}: {counts(stock.outcomes)} ({said})"
-    return Verdict("same", headline, tuple(details), tests=outcomes)
+    if stock.runner is None:
+        but = ", but for a flaky exit status" * (stock.status != patched.status)
+        headline = f"the same as a whole, stock and patched (no test seen one by one){but}: {said}"
+    return Verdict("same", headline, tuple(details), outcomes)
 
 
-def difference_lines(outcomes: dict[str, dict[str, list[str]]], different: list[str], again: str = "") -> list[str]:
+def difference_lines(outcomes: Outcomes, different: list[str], again: str = "") -> list[str]:
     """The lines that list the tests that differ, each with its outcomes."""
     details = [f"tests, stock -> patched{again}:"] if different else []
     for test in different[:SHOWN]:
@@ -327,8 +320,7 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
     environ = _launcher.environment(False, report_file)  # the bootstrap in every run: the stock's only records
     environ |= _recording.environment(run.prefix, environ.get("PYTEST_PLUGINS"))  # its pytest gives PYTEST_PLUGINS back
     environ |= {_environment.COMPARE_PROCESSES: run.prefix + ".records", _environment.COMPARE_SEED: seed}
-    if environ.get("PYTHONHASHSEED", "random") == "random":
-        environ["PYTHONHASHSEED"] = seed
+    environ |= {"PYTHONHASHSEED": seed} if environ.get("PYTHONHASHSEED", "random") == "random" else {}
     environ |= {} if run.name.startswith("patched") else {_environment.COMPARE_STOCK: "1"}
     _, pythons, module = _launcher.split_program(program)
     recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
@@ -346,14 +338,13 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
             raise Stopped(Stopped.deferred.pop())
         said, deadline = started, started + (options.timeout or float("inf"))
         while process.poll() is None:
-            try:
+            if time.monotonic() >= deadline:
+                raise Stopped("timed out")
+            if time.monotonic() >= said + EVERY:
+                said = time.monotonic()
+                progress(f"{run.name}: {said - started:.0f} s, {len(run.read().outcomes):,} tests")
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=max(min(WAIT, deadline - time.monotonic()), 0))
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    raise Stopped("timed out") from None
-                if time.monotonic() >= said + EVERY:
-                    said = time.monotonic()
-                    progress(f"{run.name}: {said - started:.0f} s, {len(run.read().outcomes):,} tests")
     except BaseException as failure:  # stopped, or compare itself failed: the run must not outlive it
         if isinstance(failure, Stopped):
             failure.run, failure.running, run.stopped = run.name, ", ".join(run.read().running), failure.kind
