@@ -8,6 +8,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import _environment, _launcher, _processes, _recording, _report
+from . import _environment, _launcher, _recording, _report
 
 # compare's exit status for each verdict (docs/adoption.md); stopped by a signal: 128 + its number, as a shell says
 STATUSES = {"same": 0, "different": 1, "not started": 3, "refused": 4, "no tests": 5, "not patched": 6,
@@ -36,6 +37,12 @@ SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines show
 LONGEST = 110  # characters of an output line shown: its start and end, where it is longer
 EVERY, WAIT = 10, 0.5  # seconds: between progress lines; a wait for a run blocks (Windows' cannot be interrupted)
 SIGNALS = {-signum: signum.name for signum in signal.Signals}  # a process's status where a signal ended it
+# what stops compare (each where the system has it); each also ends the run that is going on
+STOPPING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK") if hasattr(signal, name))
+GRACE = 5  # seconds a run's processes have after each step: SIGINT (where stopped), SIGTERM, then SIGKILL
+IN_A_GROUP: dict[str, Any] = {"start_new_session": True} if hasattr(os, "killpg") else {
+    "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}  # Popen's keywords; 0: simulated  # fmt: skip
+QUOTED = subprocess.list2cmdline if sys.platform == "win32" else shlex.join  # a command line, as the shell reads it
 Outcomes = dict[str, dict[str, list[str]]]  # each test's outcomes "stock" and "patched": its first run's, its reruns'
 
 
@@ -121,7 +128,7 @@ def compare(program: list[str], options: Any) -> int:
     drawn = os.environ.get("PYTHONHASHSEED", "random") == "random"  # "random": a seed drawn in each run, as unset
     pinned = ({"PYTHONHASHSEED": seed} if drawn else {}) | {"--randomly-seed": seed}
     progress("pinned in every run, where the program has none: " + ", ".join(f"{k}={v}" for k, v in pinned.items()))
-    handlers = {signum: signal.signal(signum, stopped) for signum in _processes.STOPPING}
+    handlers = {signum: signal.signal(signum, stopped) for signum in STOPPING}
     try:
         verdict = judge(program, options, folder, runs, pinned)
     except Stopped as stop:
@@ -237,7 +244,7 @@ def not_as_named(runs: list[Run]) -> Verdict | None:
 
     def process(kind: str, run: Run, what: str, record: dict[str, Any]) -> Verdict:  # its command line quoted
         said = f"nothing compared: a process of the {run.name} {what}"
-        return Verdict(kind, said, (f"  {_processes.QUOTED(record['argv'])}",))
+        return Verdict(kind, said, (f"  {QUOTED(record['argv'])}",))
 
     for run in runs[:-1]:  # one that the runs after it could reach: they were not apart
         for record in run.outlived[:1]:
@@ -324,13 +331,13 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
     environ |= {} if run.name.startswith("patched") else {_environment.COMPARE_STOCK: "1"}
     _, pythons, module = _launcher.split_program(program)
     recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
-    progress(f"{run.name}: {_processes.QUOTED(['python', *program])}")
+    progress(f"{run.name}: {QUOTED(['python', *program])}")
     started = time.monotonic()
     Stopped.deferring = True  # a signal now ends the process once it has started
     try:
         with open(run.prefix + ".stdout", "wb") as out, open(run.prefix + ".stderr", "wb") as err:
             process = subprocess.Popen(_launcher.command([*pythons, *recorded]), stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=err, env=environ, **_processes.IN_A_GROUP)  # fmt: skip
+                                       stdout=out, stderr=err, env=environ, **IN_A_GROUP)  # fmt: skip
     finally:
         Stopped.deferring = False
     try:
@@ -348,17 +355,45 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
     except BaseException as failure:  # stopped, or compare itself failed: the run must not outlive it
         if isinstance(failure, Stopped):
             failure.run, failure.running, run.stopped = run.name, ", ".join(run.read().running), failure.kind
-        _processes.end(process, interrupt=True)
+        end(process, interrupt=True)
         raise
     finally:
         run.status, run.seconds = process.returncode, time.monotonic() - started
-    _processes.end(process, interrupt=False)  # whatever the program left running in its group
+    end(process, interrupt=False)  # whatever the program left running in its group
     progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}")
     run.read()
     exited = {record["pid"] for record in run.processes if record["at"] == "exit"}
     run.outlived = [record for record in {r["pid"]: r for r in run.processes}.values()
                     if record["pid"] not in exited and alive(record["pid"])]  # fmt: skip
     return run
+
+
+def end(process: "subprocess.Popen[bytes]", interrupt: bool) -> None:
+    """End the group ``process`` leads; ``interrupt`` (compare stopped, a timeout): as Ctrl-C first, so that pytest
+    tears its fixtures down; signals to compare wait meanwhile. On Windows, a run that ended leaves its orphans."""
+    handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPPING}
+    try:
+        if hasattr(os, "killpg") and hasattr(signal, "SIGKILL"):  # POSIX, by what os has (.ci/simulated-windows)
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # the group gone (macOS: zombies left)
+                for signum in (signal.SIGINT,) * interrupt + (signal.SIGTERM, signal.SIGKILL):
+                    deadline = time.monotonic() + GRACE
+                    os.killpg(process.pid, signum)
+                    while time.monotonic() < deadline:
+                        process.poll()  # the group's leader, reaped: it counts no more
+                        os.killpg(process.pid, 0)
+                        time.sleep(0.02)
+        else:  # Windows: CTRL_BREAK_EVENT to the group, then taskkill /T /F
+            try:
+                if interrupt and process.poll() is None:  # OSError, SystemError: no console (pythonw), group gone
+                    with contextlib.suppress(OSError, SystemError, subprocess.TimeoutExpired):
+                        process.send_signal(getattr(signal, "CTRL_BREAK_EVENT", signal.SIGINT))  # SIGINT: simulated
+                        process.wait(GRACE)
+            finally:
+                subprocess.run(["taskkill", "/T", "/F", "/PID", str(process.pid)], capture_output=True, check=False)
+    finally:
+        process.wait()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 def alive(pid: int) -> bool:
