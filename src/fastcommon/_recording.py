@@ -4,6 +4,7 @@ each one's start, end, outcomes), pytest from a copy of its cache; each process 
 
 import atexit
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -23,19 +24,17 @@ UNITTEST_OUTCOMES = {"Success": "ok", "Failure": "FAIL", "Error": "ERROR", "Skip
 
 def append(path: str, **record: Any) -> None:
     """Append ``record`` to ``path``, a JSON line in one write: processes never interleave lines."""
-    with contextlib.suppress(FileNotFoundError):  # compare's folder, for a process that outlived its run
-        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
-        os.write(descriptor, (json.dumps(record) + "\n").encode())
-        os.close(descriptor)
+    with contextlib.suppress(FileNotFoundError), open(path, "ab", buffering=0) as file:  # unbuffered: one write
+        file.write((json.dumps(record) + "\n").encode())  # not found: the folder of a run this process outlived
 
 
 class Run:
     """This process's part in a run of compare's: where it records its tests; under pytest, the plugin that does."""
 
-    given: str | None = None  # PYTEST_PLUGINS as the program was given it
     config: Any = None  # pytest's
 
-    def __init__(self, runner: str) -> None:
+    def __init__(self, runner: str, given: str | None = None) -> None:
+        self.given = given  # PYTEST_PLUGINS as the program was given it
         self.prefix = os.environ.pop(_environment.COMPARE_RUN, "")  # the processes this one starts record nothing
         if self.prefix and hasattr(signal, "SIGBREAK"):  # Windows: compare's Ctrl-Break as Ctrl-C, fixtures torn down
             signal.signal(signal.SIGBREAK, signal.default_int_handler)
@@ -71,11 +70,9 @@ def pytest_addoption(pluginmanager: Any) -> None:  # the first hook, called as p
     global _run
     given = os.environ.pop(_environment.COMPARE_PYTEST_PLUGINS, None)
     if os.environ.get("PYTEST_PLUGINS") == plugins_with_this(given):  # not set since, by the program
-        os.environ.pop("PYTEST_PLUGINS")  # the processes this pytest starts see it as the program was given it
-        if given is not None:
-            os.environ["PYTEST_PLUGINS"] = given
-    _run = Run("pytest")
-    _run.given = given
+        del os.environ["PYTEST_PLUGINS"]  # the processes this pytest starts see it as the program was given it
+        os.environ.update({} if given is None else {"PYTEST_PLUGINS": given})
+    _run = Run("pytest", given)
 
 
 def pytest_unconfigure(config: Any) -> None:  # a pytest.main() after this one, in this process, records too
@@ -123,8 +120,7 @@ def grpc_imported() -> None:
 def grpc_state(at: str) -> None:
     """Under compare, record whether fastcommon has grpc patched in this process now (``at``: why now)."""
     patching = sys.modules.get("fastcommon._patching")  # not loaded: nothing patched grpc
-    states = _states or os.environ.get(_environment.COMPARE_PROCESSES, "")  # -I, -E: grpc imported unseen
-    if states:
+    if states := _states or os.environ.get(_environment.COMPARE_PROCESSES, ""):  # -I, -E: grpc imported unseen
         append(states, pid=os.getpid(), argv=sys.orig_argv, at=at, patched=bool(patching and patching.is_patched()))
 
 
@@ -147,13 +143,6 @@ def unittest_main() -> None:
 
     def tests(suite: Any) -> list[Any]:
         return [test for each in suite for test in tests(each)] if isinstance(suite, unittest.TestSuite) else [suite]
-
-    def recorded(add: str, outcome: str) -> Any:
-        def add_and_record(self: Any, test: Any, *args: Any) -> None:
-            getattr(unittest.TextTestResult, add)(self, test, *args)
-            recording.record(test=test.id(), outcome=outcome)
-
-        return add_and_record
 
     collected: list[str] = []  # the tests, in the order they run
     last: list[str] = []  # the test that started last (in whatever order the suite runs them), until the next
@@ -179,8 +168,12 @@ def unittest_main() -> None:
             failed = err is not None and issubclass(err[0], test.failureException)
             recording.record(test=subtest.id(), outcome="ok" if err is None else "FAIL" if failed else "ERROR")
 
+        def add_and_record(self, add: str, outcome: str, test: Any, *args: Any) -> None:  # each of UNITTEST_OUTCOMES
+            getattr(super(), add)(test, *args)
+            recording.record(test=test.id(), outcome=outcome)
+
     for add, outcome in UNITTEST_OUTCOMES.items():
-        setattr(Result, f"add{add}", recorded(f"add{add}", outcome))
+        setattr(Result, f"add{add}", functools.partialmethod(Result.add_and_record, f"add{add}", outcome))
 
     class Runner(unittest.TextTestRunner):
         resultclass = Result  # type: ignore[assignment]  # typeshed's Callable, a class in unittest
