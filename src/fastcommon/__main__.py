@@ -91,8 +91,8 @@ def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
     return parser, run, compare
 
 
-def parse_program(parser: ArgumentParser, argv: list[str], stdin: bool) -> tuple[Namespace, list[str]]:
-    """A subcommand's options, and the program with python's options before it (``stdin``: may it be -)."""
+def parse_program(parser: ArgumentParser, argv: list[str], stdin: bool, file: str) -> tuple[Namespace, list[str]]:
+    """A subcommand's options, its ``file`` checked; the program, python's options first (``stdin``: may it be -)."""
     options, python_options, program = _launcher.split_program(argv)
     parsed = parser.parse_args(options)
     if _launcher.skips_startup(python_options):
@@ -103,6 +103,8 @@ def parse_program(parser: ArgumentParser, argv: list[str], stdin: bool) -> tuple
         parser.error(f"give a program to run: a file, -m MODULE, -c CODE{' or -' if stdin else ''}")
     if program[0] == "-" and not stdin:
         parser.error("cannot compare a program read from stdin (-): it runs twice")
+    if (path := getattr(parsed, file)) is not None and (problem := _launcher.report_file_problem(path)):
+        parser.error(f"argument --{file.replace('_', '-')}: {path}: {problem}")
     return parsed, [*python_options, *program]
 
 
@@ -112,14 +114,10 @@ def main(argv: list[str] | None = None) -> None:
     parser, run_parser, compare_parser = parsers()
     try:
         if argv[:1] == ["run"]:
-            parsed, program = parse_program(run_parser, argv[1:], stdin=True)
-            if parsed.report_file is not None and (problem := _launcher.report_file_problem(parsed.report_file)):
-                run_parser.error(f"argument --report-file: {parsed.report_file}: {problem}")
+            parsed, program = parse_program(run_parser, argv[1:], stdin=True, file="report_file")
             _launcher.launch(program, report=parsed.report, report_file=parsed.report_file, full=parsed.report_full)
         if argv[:1] == ["compare"]:
-            parsed, program = parse_program(compare_parser, argv[1:], stdin=False)
-            if parsed.json is not None and (problem := _launcher.report_file_problem(parsed.json)):
-                compare_parser.error(f"argument --json: {parsed.json}: {problem}")
+            parsed, program = parse_program(compare_parser, argv[1:], stdin=False, file="json")
             if parsed.reruns < 0 or (parsed.timeout is not None and parsed.timeout <= 0):
                 compare_parser.error("--reruns takes a whole number, 0 or more; --timeout, seconds above 0")
             try:
