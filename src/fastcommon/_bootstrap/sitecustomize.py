@@ -41,9 +41,7 @@ class _GrpcWatcher(object):
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "grpc":
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
+        for finder in [each for each in sys.meta_path if each is not self and hasattr(each, "find_spec")]:
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if hasattr(spec.loader, "exec_module"):
