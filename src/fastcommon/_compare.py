@@ -243,8 +243,7 @@ def not_as_named(runs: list[Run]) -> Verdict | None:
     """The verdict where a process of a run found grpc at its import, or left it, otherwise than the run is named."""
 
     def process(kind: str, run: Run, what: str, record: dict[str, Any]) -> Verdict:  # its command line quoted
-        said = f"nothing compared: a process of the {run.name} {what}"
-        return Verdict(kind, said, (f"  {QUOTED(record['argv'])}",))
+        return Verdict(kind, f"nothing compared: a process of the {run.name} {what}", (f"  {QUOTED(record['argv'])}",))
 
     for run in runs[:-1]:  # one that the runs after it could reach: they were not apart
         for record in run.outlived[:1]:
@@ -361,8 +360,7 @@ def run(run: Run, program: list[str], options: Any, report_file: str | None, see
         run.status, run.seconds = process.returncode, time.monotonic() - started
     end(process, interrupt=False)  # whatever the program left running in its group
     progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}")
-    run.read()
-    exited = {record["pid"] for record in run.processes if record["at"] == "exit"}
+    exited = {record["pid"] for record in run.read().processes if record["at"] == "exit"}
     run.outlived = [record for record in {r["pid"]: r for r in run.processes}.values()
                     if record["pid"] not in exited and alive(record["pid"])]  # fmt: skip
     return run
@@ -468,9 +466,8 @@ def visible(line: str) -> str:
     text = line[:-1] if line.endswith("\n") else line
     plain = line.endswith("\n") and text.isprintable() and text == text.strip() and text != ""
     shown = text if plain else repr(text.encode("utf-8", "surrogateescape"))[1:] + ("" if text != line else " (no end)")
-    if len(shown) > LONGEST:
-        shown = f"{shown[: LONGEST // 2]}...{shown[-LONGEST // 2 :]} ({len(text):,} characters)"
-    return shown
+    cut = f"{shown[: LONGEST // 2]}...{shown[-LONGEST // 2 :]} ({len(text):,} characters)"
+    return shown if len(shown) <= LONGEST else cut
 
 
 def shortened(text: str) -> str:
