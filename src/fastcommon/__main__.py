@@ -71,20 +71,18 @@ def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
     run.add_argument("--report-full", action="store_true", help="in full: every name, a line each (implies --report)")
     run.add_argument("--report-file", metavar="PATH", help="append each report to PATH, a JSON line (implies --report)")
     summary = "run a program stock, then patched (test by test under pytest, unittest), and say what differs"
-    # fmt: off
     compare = commands.add_parser("compare", help=summary, usage=COMPARE_USAGE, description=COMPARE_DESCRIPTION,
-                                  formatter_class=raw)
+                                  formatter_class=raw)  # fmt: skip
     compare.add_argument("--report", action="store_true", help="then print what each patched process saved")
     compare.add_argument("--stdout", action="store_true", help="compare the standard output too, line by line")
     compare.add_argument("--stderr", action="store_true", help="compare the standard error too, line by line")
-    compare.add_argument("--ignore", metavar="REGEX", action="append", default=[],
-                         help="leave what it matches out of --stdout's, --stderr's comparison (pytest's timing is)")
-    compare.add_argument("--reruns", metavar="N", type=int, default=RERUNS,
-                         help=f"where a test differs, run the program N times more each way ({RERUNS}; 0: never)")
+    compare.add_argument("--ignore", metavar="REGEX", action="append", default=[], help="leave what it matches out "
+                         "of --stdout's, --stderr's comparison (pytest's timing is)")  # fmt: skip
+    compare.add_argument("--reruns", metavar="N", type=int, default=RERUNS, help="where a test differs, run the "
+                         f"program N times more each way ({RERUNS}; 0: never)")  # fmt: skip
     compare.add_argument("--timeout", metavar="SECONDS", type=float,
                          help="stop a run that takes longer: SIGINT, SIGTERM, then SIGKILL; on Windows Ctrl-Break, "
-                         "then its tree killed (exit status 124)")
-    # fmt: on
+                         "then its tree killed (exit status 124)")  # fmt: skip
     compare.add_argument("--patched-first", action="store_true", help="run it patched first, then stock")
     compare.add_argument("--json", metavar="FILE", help="also write the verdict, the runs and every test's outcomes")
     compare.add_argument("rest", nargs="*", help=SUPPRESS)  # the value split_program takes for --report-file: unnamed
