@@ -206,7 +206,6 @@ def nothing_compared(runs: list[Run]) -> Verdict | None:
     last = runs[-1]
     said = f"{last.name}, exit status {status_text(last.status)}"
     tail = tuple(f"  {line}" for line in last.tail())
-    # python's own refusal, in a line: no such file, no such module
     if not last.runner and last.status in (1, 2) and len(tail) == 1 and re.match(PYTHON_REFUSED, tail[0]):
         return Verdict("not started", f"nothing compared: the program could not start ({said})", tail)
     if last.runner and last.status == REFUSING[last.runner] and not last.outcomes:
