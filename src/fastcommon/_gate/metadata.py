@@ -56,11 +56,10 @@ def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: An
     methods = {  # grpc's, naming the copy Metadata (grpc 1.80's _create makes a Metadata(), not a cls())
         name: copied(each, Metadata=probe) for name, each in originals.items() if BY_NAME[name].kind != STATICMETHOD
     }
-    for name, original in methods.items():
-        setattr(probe, BY_NAME[name].attribute, original)
-    make = _implementation.metadata_methods
-    for name, replacement in make({name: methods[name] for name in replaced if name in methods}, probe).items():
-        setattr(probe, BY_NAME[name].attribute, replacement)
+    make = _implementation.replacements
+    methods |= make({name: methods[name] for name in replaced if name in methods}, probe)  # fastcommon's in their place
+    for name, method in methods.items():
+        setattr(probe, BY_NAME[name].attribute, method)
     outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.scenarios(*made)]
     init_metadata = next((name for name in originals if name not in methods), None)  # probed on calls of its own
     if init_metadata is not None:
