@@ -1,6 +1,6 @@
 """The patch gate: whether fastcommon's may replace each of grpc's. A function or method needs a known fingerprint
 (fingerprints.py) and the same outcome on every probe (functions.py, metadata.py); a hook, a known fingerprint on a
-CPython the suite ran on; the entry class, the namedtuple's shape and the same entries (metadatum.py). Only reads."""
+CPython the suite ran on; the entry class, the namedtuple's shape and the same entries (metadata.py). Only reads."""
 
 import sys
 from typing import Any
@@ -8,7 +8,7 @@ from typing import Any
 from .. import _grpc, _implementation
 from .._registry import CLASS, FUNCTION, HOOK, METADATA_KINDS, NEWEST_CPYTHON, REPLACEABLES, Replaceable, of_kind
 from .._verdict import Verdict, unknown_fingerprint
-from . import functions, metadata, metadatum
+from . import functions, metadata
 from .fingerprints import fingerprint_of as fingerprint_of  # the status prints it too
 
 UNJUDGED = "the gate could not judge it: {!r}"
@@ -44,7 +44,7 @@ def _judge(replaceable: Replaceable, original: Any) -> Verdict:
         if why := unavailable(replaceable, original):
             return Verdict(name, why, available=False)
         if replaceable.kind == CLASS:
-            return Verdict(name, metadatum.class_difference(original) or metadatum.difference(original))
+            return Verdict(name, metadata.entry_class_difference(original) or metadata.entry_difference(original))
         if replaceable.kind in METADATA_KINDS and (why := metadata.class_difference()):
             return Verdict(name, why)
         if fingerprint_of(original) not in replaceable.fingerprints:
@@ -65,7 +65,7 @@ def unknown(originals: dict[str, Any]) -> dict[str, str]:
         if original is None:  # this grpcio has none (_create before 1.80): nothing to replace, nothing to know
             continue
         if replaceable.kind == CLASS:
-            if why := metadatum.class_difference(original):
+            if why := metadata.entry_class_difference(original):
                 found[replaceable.name] = why
         elif (known := fingerprint_of(original)) not in replaceable.fingerprints:
             found[replaceable.name] = unknown_fingerprint(replaceable.name, known, _grpc.version())
