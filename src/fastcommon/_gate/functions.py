@@ -71,15 +71,14 @@ class Recorder:
         self.str, self.bytes = type("_ProbeStr", (str,), {}), type("_ProbeBytes", (bytes,), {})
 
     def exception(self, msg: object, *args: Any, **kwargs: Any) -> None:
-        exc = sys.exc_info()[1]
-        if not isinstance(exc, self.error):
+        if isinstance(exc := sys.exc_info()[1], self.error):
+            self.records.append((logging.ERROR, str(msg) % args if args else str(msg), type(exc), str(exc)))
+        else:
             common.grpcs_logger().exception(msg, *args, stacklevel=2, **kwargs)
-            return
-        self.records.append((logging.ERROR, str(msg) % args if args else str(msg), type(exc), str(exc)))
 
 
-def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> list[tuple[str, Any]]:
-    """Each probe's arguments, described, and everything observable about ``function`` on them; made fresh per side."""
+def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> list[tuple[tuple[Any, ...], Any]]:
+    """Each probe's arguments, and everything observable about ``function`` on them; made fresh for each side."""
     calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in probe_values(recorder)]
     if arity == 2:
         calls += [(value, _Transformer(raises=None)) for value in probe_values(recorder)]
@@ -88,7 +87,6 @@ def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> l
     outcomes = []
     for value, transformer in calls:
         args = (value,) if arity == 1 else (value, transformer)
-        described = ", ".join([f"{type(value).__name__} {value!r:.40}", *map(str, args[1:])])
         del recorder.records[:]
         try:
             result = function(*args)
@@ -96,7 +94,7 @@ def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> l
             observed: tuple[Any, ...] = ("raised", type(exc), str(exc))
         else:
             observed = ("returned", _observable(result), result is value)
-        outcomes.append((described, (observed, list(recorder.records), transformer and transformer.handed)))
+        outcomes.append((args, (observed, list(recorder.records), transformer and transformer.handed)))
     return outcomes
 
 
@@ -109,5 +107,6 @@ def difference(name: str, arity: int, grpcs: Callable[..., Any], fastcommons: Ca
         mine = _outcomes(arity, fastcommons, recorder)
     finally:
         del common.PROBING.recorder
-    differing = (described for (described, their), (_, my) in zip(theirs, mine, strict=True) if their != my)
-    return next((f"it differs on a probe: {name}({described})" for described in differing), None)
+    differing = (args for (args, their), (_, my) in zip(theirs, mine, strict=True) if their != my)
+    described = (", ".join([f"{type(args[0]).__name__} {args[0]!r:.40}", *map(str, args[1:])]) for args in differing)
+    return next((f"it differs on a probe: {name}({arguments})" for arguments in described), None)
