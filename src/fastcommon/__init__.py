@@ -7,8 +7,6 @@ __version__ = "0.1.0"
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON_REASON", "FastcommonWarning", "decode", "deserialize", "encode",
            "is_patched", "patch", "patched", "serialize", "unpatch"]  # fmt: skip
 
-_CONVERSIONS = ("decode", "deserialize", "encode", "serialize")
-_PATCHING = ("is_patched", "patch", "patched", "unpatch")
 _SUBMODULES = ("common", "fast_common")
 TYPE_CHECKING = False  # typing's own costs an import
 if TYPE_CHECKING:
@@ -27,10 +25,9 @@ else:  # a type checker sees the names above, and no __getattr__ that would answ
             raise AttributeError(f"module 'fastcommon' has no attribute {name!r}")
         from . import _implementation, _patching
 
-        chosen = _implementation.chosen
-        for each in __all__:  # the conversions are the chosen implementation's; patch() and its kin _patching's
-            home = chosen if each in _CONVERSIONS else _patching if each in _PATCHING else _implementation
-            globals()[each] = getattr(home, each)
+        # Each export from its home: _implementation, _patching (patch() and its kin), the chosen one (the conversions)
+        homes = vars(_implementation) | vars(_patching) | vars(_implementation.chosen)
+        globals().update({each: homes[each] for each in __all__})
         return globals()[name]
 
 

@@ -93,12 +93,6 @@ def warn_if_unwanted_pure_python(stacklevel: int) -> None:
         warn(f"fastcommon is running pure Python: {PURE_PYTHON_REASON}", stacklevel + 1)
 
 
-def metadata_methods(originals: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
-    """What replaces grpc's Metadata methods ``originals`` (by name), made together for ``cls``."""
-    counters = {name: BY_NAME[name].counter for name in originals} if counted else None
-    return dict(compiled["fast_metadata"].metadata_methods(originals, cls, counters=counters))
-
-
 def calls() -> tuple[int, ...] | None:
     """The calls the compiled modules counted in this process, by counter; None in pure Python."""
     return tuple(map(sum, zip(*(module.calls() for module in compiled.values()), strict=True))) if compiled else None
@@ -107,8 +101,9 @@ def calls() -> tuple[int, ...] | None:
 def replacements(originals: dict[str, Any], metadata_class: Any, counted: bool = False) -> dict[str, Any]:
     """fastcommon's replacement for each of grpc's ``originals`` (by name); counting their calls where ``counted``."""
     counters = {name: BY_NAME[name].counter if counted else -1 for name in originals}
-    methods = {name: original for name, original in originals.items() if BY_NAME[name].kind in METADATA_KINDS}
-    replacing = metadata_methods(methods, metadata_class, counted) if methods else {}
+    replacing: dict[str, Any] = {}
+    if methods := {name: original for name, original in originals.items() if BY_NAME[name].kind in METADATA_KINDS}:
+        replacing |= compiled["fast_metadata"].metadata_methods(methods, metadata_class, counters=counters)
     if hooks := {name: original for name, original in originals.items() if BY_NAME[name].kind == HOOK}:
         replacing |= compiled["fast_hooks"].hooks(hooks, counters=counters)
     for name, original in originals.items():

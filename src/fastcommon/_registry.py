@@ -57,8 +57,7 @@ _TABLE = (
                 {"a962fb3f": _OLDER, "558a678c": _V80, "5c41a6b4": _V85}, lambda cls, m: (cls, None)),
     Replaceable("Metadata._create", _METADATA, CLASSMETHOD, {"cf0997c4": _V80, "7d36eb57": _V85},
                 lambda cls, m: (cls, m)),  # none before 1.80
-    Replaceable("Metadata.__iter__", _METADATA, METHOD, {"d918319d": _OLDER + _NEWER},
-                lambda cls, m: (m,)),  # timed with its items taken: tuple(iter(m))
+    Replaceable("Metadata.__iter__", _METADATA, METHOD, {"d918319d": _OLDER + _NEWER}, lambda cls, m: (m,)),
     Replaceable("Metadata.__len__", _METADATA, METHOD, {"4002ca69": _OLDER + _NEWER}, lambda cls, m: (m,)),
     Replaceable("Metadata.__getitem__", _METADATA, METHOD, {"17da657c": _OLDER, "3876e14a": _NEWER}, _key),
     Replaceable("Metadata.get", _METADATA, METHOD, {"aa9634dd": _V73, "2f86d154": _NEWER},

@@ -12,8 +12,7 @@ PROBING = threading.local()  # .recorder: what the patch gate logs on instead, i
 
 def logger() -> Any:
     """The logger a failing (de)serializer is logged on (both twins ask here): grpc's, but where the gate probes."""
-    recorder = getattr(PROBING, "recorder", None)
-    return grpcs_logger() if recorder is None else recorder
+    return getattr(PROBING, "recorder", None) or grpcs_logger()
 
 
 def grpcs_logger() -> logging.Logger:

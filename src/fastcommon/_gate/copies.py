@@ -15,10 +15,9 @@ def copied(function: Any, **names: Any) -> Any:
         return function
     namespace = dict(function.__globals__, **names)
 
-    def copy(original: types.FunctionType) -> types.FunctionType:
-        twin = types.FunctionType(original.__code__, namespace, original.__name__, original.__defaults__,
-                                  original.__closure__)  # fmt: skip
-        twin.__kwdefaults__ = original.__kwdefaults__
+    def copy(grpcs: types.FunctionType) -> types.FunctionType:
+        twin = types.FunctionType(grpcs.__code__, namespace, grpcs.__name__, grpcs.__defaults__, grpcs.__closure__)
+        twin.__kwdefaults__ = grpcs.__kwdefaults__
         return twin
 
     pending = [function]
