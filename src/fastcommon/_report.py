@@ -1,4 +1,4 @@
-"""`run --report`: what each patched process counts, times and says as it ends (_ending.py), on stderr and in JSON."""
+"""`run --report`: what each patched process counts, times and says as it ends (_launcher.py), on stderr and in JSON."""
 
 import inspect
 import json
