@@ -22,14 +22,6 @@
 #define FASTCOMMON_RESET_TUPLE_HASH(op) ((void)0)
 #endif
 
-#if defined(Py_TPFLAGS_MANAGED_WEAKREF) /* a __dict__ or a __weakref__ kept before the object: 3.12 on */
-#define FASTCOMMON_MANAGED (Py_TPFLAGS_MANAGED_DICT | Py_TPFLAGS_MANAGED_WEAKREF)
-#elif defined(Py_TPFLAGS_MANAGED_DICT) /* 3.11 */
-#define FASTCOMMON_MANAGED Py_TPFLAGS_MANAGED_DICT
-#else
-#define FASTCOMMON_MANAGED 0
-#endif
-
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall; /* what grpc calls */
@@ -55,11 +47,11 @@ fastcommon_tuple_layout_problem(PyObject *cls)
            && base->tp_dealloc == fastcommon_python_class_dealloc) {
         base = base->tp_base;
     }
-    /* a C subclass (a structseq, say) frees and visits fields of its own beyond the two items written here */
+    /* a C subclass (a structseq, say) frees and visits fields of its own beyond the two items written here; a class
+       statement's __dict__ sets tp_dictoffset (-1 where managed, 3.12 on), and a tuple's can have no __weakref__ */
     return base != &PyTuple_Type ? "is not made by a class statement from tuple"
          : !PyType_HasFeature(type, Py_TPFLAGS_HAVE_GC) ? "is not tracked by the garbage collector"
-         : type->tp_dictoffset || type->tp_weaklistoffset || PyType_HasFeature(type, FASTCOMMON_MANAGED)
-             ? "has a __dict__ or a __weakref__"
+         : type->tp_dictoffset || type->tp_weaklistoffset ? "has a __dict__ or a __weakref__"
          : type->tp_basicsize != PyTuple_Type.tp_basicsize || type->tp_itemsize != PyTuple_Type.tp_itemsize
              ? "has fields of its own"
          : NULL;
