@@ -1,5 +1,5 @@
 # cython: language_level=3, binding=False, freethreading_compatible=True, autotestdict=False
-"""The SIGTERM relay of ``run --report`` (_ending.py), on POSIX: a C handler in front of CPython's. Python handlers run
+"""The SIGTERM relay of ``run --report`` (_launcher.py), on POSIX: a C handler in front of CPython's. Python handlers run
 in the main thread, which a wait with no timeout blocks when another thread takes SIGTERM: the relay sends it on to the
 main thread, where CPython's handler marks it (docs/adoption.md). Async-signal-safe calls only, errno as found."""
 
