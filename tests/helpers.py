@@ -136,7 +136,6 @@ def started(*args, cwd=None, env=None, stdin=None):
 # else of the package's private modules. docs/development.md says so.
 
 from fastcommon import (  # noqa: E402
-    _ending,
     _environment,
     _gate,
     _grpc,
@@ -169,7 +168,8 @@ def probe_values():
 Report, report_text = _report.Report, _report.text
 # The compiled relay of --report's SIGTERM handler: built on POSIX wherever fast_common is (a build without it is
 # broken, and its tests fail), absent from a pure-Python install.
-SIGTERM_RELAY = _ending.sigterm_relay() is not None or (os.name, _implementation.IMPLEMENTATION) == ("posix", "cython")
+SIGTERM_RELAY = _launcher.sigterm_relay() is not None or \
+    (os.name, _implementation.IMPLEMENTATION) == ("posix", "cython")  # fmt: skip
 BOOTSTRAP_DIR, REPORT_VARIABLE, REPORT_FILE_VARIABLE = (
     _launcher.BOOTSTRAP_DIR,
     _environment.REPORT,
@@ -200,7 +200,7 @@ def suspended():
 
 def relay_sigterm():
     """Put the compiled SIGTERM relay in front of CPython's handler, as the report does; whether it is there."""
-    return _ending.sigterm_relay().relay_sigterm(_ending._pthread_kill_address())
+    return _launcher.sigterm_relay().relay_sigterm(_launcher._pthread_kill_address())
 
 
 def home(name):
@@ -298,7 +298,7 @@ def metadata_differences(names, originals):
 
 def trust_metadatum_shape(monkeypatch):
     """Let any metadata entry class pass the gate's check of its shape, so that the probes alone decide."""
-    monkeypatch.setattr(_gate.metadatum, "class_difference", lambda cls: None)
+    monkeypatch.setattr(_gate.metadata, "entry_class_difference", lambda cls: None)
 
 
 def metadata_stand_in(**changes):

@@ -50,13 +50,13 @@ def test_the_release_workflow_publishes_only_from_a_pushed_tag():
 # (pythonw, a service: cpython#112190) and WinError 87 where the group has just ended (psutil#2519).
 END_WITHOUT_CTRL_BREAK = """
 import subprocess, sys
-from fastcommon import _processes
-process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], **_processes.IN_A_GROUP)
+from fastcommon import _compare
+process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], **_compare.IN_A_GROUP)
 def no_console(signum):
     raise OSError(6, "The handle is invalid")
 process.send_signal = no_console
 try:
-    _processes.end(process, interrupt=True)
+    _compare.end(process, interrupt=True)
     print("returned, the run ended:", process.poll() is not None)
 except OSError as error:
     print("raised", error)
@@ -75,7 +75,7 @@ def test_a_run_is_ended_on_windows_where_the_ctrl_break_cannot_be_sent():
 # zombies, and a group of zombies alone is EPERM where Linux signals it), for a run that has ended and is not reaped.
 KILLPG_AS_ON_MACOS = """
 import errno, os, subprocess, sys
-from fastcommon import _processes
+from fastcommon import _compare
 
 def states(group):
     found = []
@@ -94,10 +94,10 @@ def killpg(group, signum):
         raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
     linux_killpg(group, signum)
 os.killpg = killpg
-process = subprocess.Popen([sys.executable, "-c", "pass"], **_processes.IN_A_GROUP)
+process = subprocess.Popen([sys.executable, "-c", "pass"], **_compare.IN_A_GROUP)
 os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped: a zombie alone in its group
 try:
-    _processes.end(process, interrupt=True)
+    _compare.end(process, interrupt=True)
     print("returned", process.returncode)
 except OSError as error:
     print("raised", repr(error))

@@ -1,28 +1,22 @@
-"""fastcommon's public API: grpc._common's str/bytes conversions and (de)serialization wrappers, compiled, and
-fastcommon.patch(), which puts them into grpc. IMPLEMENTATION says which loaded ("cython" or "python"),
-PURE_PYTHON_REASON why it is pure Python (None when it is not). Each is loaded at first use (PEP 562), so that
-`import fastcommon` loads no compiled module, gate or grpc."""
+"""fastcommon's public API: grpc._common's conversions and (de)serialization wrappers, compiled; patch() puts them into
+grpc; IMPLEMENTATION ("cython", "python") and PURE_PYTHON_REASON (or None) say which loaded and why. Each loads at first
+use (PEP 562): `import fastcommon` loads no compiled module, gate or grpc."""
 
 __version__ = "0.1.0"
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON_REASON", "FastcommonWarning", "decode", "deserialize", "encode",
            "is_patched", "patch", "patched", "serialize", "unpatch"]  # fmt: skip
 
-_CONVERSIONS = ("decode", "deserialize", "encode", "serialize")
-_PATCHING = ("is_patched", "patch", "patched", "unpatch")
 _SUBMODULES = ("common", "fast_common")
 TYPE_CHECKING = False  # typing's own costs an import
 if TYPE_CHECKING:
     from ._implementation import IMPLEMENTATION, PURE_PYTHON_REASON, FastcommonWarning
     from ._patching import is_patched, patch, patched, unpatch
     from .common import decode, deserialize, encode, serialize
-
-
-if not TYPE_CHECKING:  # a type checker sees the names above, and no __getattr__ that would answer for any other
+else:  # a type checker sees the names above, and no __getattr__ that would answer for any other
 
     def __getattr__(name: str) -> object:
-        """The export ``name``, loaded with the others on first use of any; or the submodule ``name`` (common,
-        fast_common), imported as `import fastcommon` imported it before the exports loaded at first use."""
+        """The export ``name``, loaded with the others at first use; or the submodule ``name`` (common, fast_common)."""
         if name in _SUBMODULES:
             from importlib import import_module
 
@@ -31,10 +25,9 @@ if not TYPE_CHECKING:  # a type checker sees the names above, and no __getattr__
             raise AttributeError(f"module 'fastcommon' has no attribute {name!r}")
         from . import _implementation, _patching
 
-        chosen = _implementation.chosen
-        for each in __all__:  # the conversions are the chosen implementation's; patch() and its kin _patching's
-            home = chosen if each in _CONVERSIONS else _patching if each in _PATCHING else _implementation
-            globals()[each] = getattr(home, each)
+        # Each export from its home: _implementation, _patching (patch() and its kin), the chosen one (the conversions)
+        homes = vars(_implementation) | vars(_patching) | vars(_implementation.chosen)
+        globals().update({each: homes[each] for each in __all__})
         return globals()[name]
 
 

@@ -71,28 +71,26 @@ def parsers() -> tuple[ArgumentParser, ArgumentParser, ArgumentParser]:
     run.add_argument("--report-full", action="store_true", help="in full: every name, a line each (implies --report)")
     run.add_argument("--report-file", metavar="PATH", help="append each report to PATH, a JSON line (implies --report)")
     summary = "run a program stock, then patched (test by test under pytest, unittest), and say what differs"
-    # fmt: off
     compare = commands.add_parser("compare", help=summary, usage=COMPARE_USAGE, description=COMPARE_DESCRIPTION,
-                                  formatter_class=raw)
+                                  formatter_class=raw)  # fmt: skip
     compare.add_argument("--report", action="store_true", help="then print what each patched process saved")
     compare.add_argument("--stdout", action="store_true", help="compare the standard output too, line by line")
     compare.add_argument("--stderr", action="store_true", help="compare the standard error too, line by line")
-    compare.add_argument("--ignore", metavar="REGEX", action="append", default=[],
-                         help="leave what it matches out of --stdout's, --stderr's comparison (pytest's timing is)")
-    compare.add_argument("--reruns", metavar="N", type=int, default=RERUNS,
-                         help=f"where a test differs, run the program N times more each way ({RERUNS}; 0: never)")
+    compare.add_argument("--ignore", metavar="REGEX", action="append", default=[], help="leave what it matches out "
+                         "of --stdout's, --stderr's comparison (pytest's timing is)")  # fmt: skip
+    compare.add_argument("--reruns", metavar="N", type=int, default=RERUNS, help="where a test differs, run the "
+                         f"program N times more each way ({RERUNS}; 0: never)")  # fmt: skip
     compare.add_argument("--timeout", metavar="SECONDS", type=float,
                          help="stop a run that takes longer: SIGINT, SIGTERM, then SIGKILL; on Windows Ctrl-Break, "
-                         "then its tree killed (exit status 124)")
-    # fmt: on
+                         "then its tree killed (exit status 124)")  # fmt: skip
     compare.add_argument("--patched-first", action="store_true", help="run it patched first, then stock")
     compare.add_argument("--json", metavar="FILE", help="also write the verdict, the runs and every test's outcomes")
     compare.add_argument("rest", nargs="*", help=SUPPRESS)  # the value split_program takes for --report-file: unnamed
     return parser, run, compare
 
 
-def parse_program(parser: ArgumentParser, argv: list[str], stdin: bool) -> tuple[Namespace, list[str]]:
-    """A subcommand's options, and the program with python's options before it (``stdin``: may it be -)."""
+def parse_program(parser: ArgumentParser, argv: list[str], stdin: bool, file: str) -> tuple[Namespace, list[str]]:
+    """A subcommand's options, its ``file`` checked; the program, python's options first (``stdin``: may it be -)."""
     options, python_options, program = _launcher.split_program(argv)
     parsed = parser.parse_args(options)
     if _launcher.skips_startup(python_options):
@@ -103,6 +101,8 @@ def parse_program(parser: ArgumentParser, argv: list[str], stdin: bool) -> tuple
         parser.error(f"give a program to run: a file, -m MODULE, -c CODE{' or -' if stdin else ''}")
     if program[0] == "-" and not stdin:
         parser.error("cannot compare a program read from stdin (-): it runs twice")
+    if (path := getattr(parsed, file)) is not None and (problem := _launcher.report_file_problem(path)):
+        parser.error(f"argument --{file.replace('_', '-')}: {path}: {problem}")
     return parsed, [*python_options, *program]
 
 
@@ -112,14 +112,10 @@ def main(argv: list[str] | None = None) -> None:
     parser, run_parser, compare_parser = parsers()
     try:
         if argv[:1] == ["run"]:
-            parsed, program = parse_program(run_parser, argv[1:], stdin=True)
-            if parsed.report_file is not None and (problem := _launcher.report_file_problem(parsed.report_file)):
-                run_parser.error(f"argument --report-file: {parsed.report_file}: {problem}")
+            parsed, program = parse_program(run_parser, argv[1:], stdin=True, file="report_file")
             _launcher.launch(program, report=parsed.report, report_file=parsed.report_file, full=parsed.report_full)
         if argv[:1] == ["compare"]:
-            parsed, program = parse_program(compare_parser, argv[1:], stdin=False)
-            if parsed.json is not None and (problem := _launcher.report_file_problem(parsed.json)):
-                compare_parser.error(f"argument --json: {parsed.json}: {problem}")
+            parsed, program = parse_program(compare_parser, argv[1:], stdin=False, file="json")
             if parsed.reruns < 0 or (parsed.timeout is not None and parsed.timeout <= 0):
                 compare_parser.error("--reruns takes a whole number, 0 or more; --timeout, seconds above 0")
             try:

@@ -1,7 +1,5 @@
-"""`python -m fastcommon compare`: a program run stock and patched, each in a process group of its own, with what it
-recorded (_recording.py); where tests differ, the whole program again, each way, to tell flaky from different; and the
-verdict, a value whose text is written in one place (Verdict.lines), read by the command line, --json and the tests.
-"The same" only where every invariant of docs/adoption.md holds; else the verdict names the first that does not."""
+"""`python -m fastcommon compare`: a program run stock and patched, each in a process group, recorded (_recording.py);
+where tests differ, again each way, to tell flaky from different; "the same" only if adoption.md's invariants hold."""
 
 import contextlib
 import dataclasses
@@ -10,6 +8,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import _environment, _launcher, _processes, _recording, _report
+from . import _environment, _launcher, _recording, _report
 
 # compare's exit status for each verdict (docs/adoption.md); stopped by a signal: 128 + its number, as a shell says
 STATUSES = {"same": 0, "different": 1, "not started": 3, "refused": 4, "no tests": 5, "not patched": 6,
@@ -36,9 +35,15 @@ NOT_RUN = "not run"
 OUTPUTS = {"stdout": "standard output", "stderr": "standard error"}  # --stdout, --stderr: what they compare
 SHOWN, LINES_SHOWN, TAIL = 50, 8, 5  # differing tests listed, output lines shown, stderr lines quoted
 LONGEST = 110  # characters of an output line shown: its start and end, where it is longer
-EVERY = 10  # seconds between progress lines
-WAIT = 0.5  # seconds a wait for a run blocks: Windows' cannot be interrupted (Ctrl-C waits for it)
+EVERY, WAIT = 10, 0.5  # seconds: between progress lines; a wait for a run blocks (Windows' cannot be interrupted)
 SIGNALS = {-signum: signum.name for signum in signal.Signals}  # a process's status where a signal ended it
+# what stops compare (each where the system has it); each also ends the run that is going on
+STOPPING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK") if hasattr(signal, name))
+GRACE = 5  # seconds a run's processes have after each step: SIGINT (where stopped), SIGTERM, then SIGKILL
+IN_A_GROUP: dict[str, Any] = {"start_new_session": True} if hasattr(os, "killpg") else {
+    "creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}  # Popen's keywords; 0: simulated  # fmt: skip
+QUOTED = subprocess.list2cmdline if sys.platform == "win32" else shlex.join  # a command line, as the shell reads it
+Outcomes = dict[str, dict[str, list[str]]]  # each test's outcomes "stock" and "patched": its first run's, its reruns'
 
 
 class Stopped(Exception):
@@ -81,11 +86,8 @@ class Run:
         self.ended = {test for record in records for test in record.get("ended", ())}
         self.tests = list(dict.fromkeys([test for one in records for test in one.get("collected", ())] + self.started))
         self.reruns = sum(record.get("outcome") == "rerun" for record in records)
-        categories: dict[str, list[str]] = {}
-        for record in records:
-            if record.get("outcome", "rerun") != "rerun":
-                categories.setdefault(record["test"], []).append(record["outcome"])
         self.running = [test for test in self.started if test not in self.ended]
+        categories: dict[str, list[str]] = {}
         open_tests: set[str] = set()
         self.untested = []
         for record in records:  # in the order written: which test, if any, ran as grpc's state changed
@@ -93,6 +95,8 @@ class Run:
             open_tests -= set(record.get("ended", ()))
             if record.get("at") in ("patch()", "unpatch()") and not open_tests:
                 self.untested.append(record)
+            if record.get("outcome", "rerun") != "rerun":
+                categories.setdefault(record["test"], []).append(record["outcome"])
         self.outcomes = {test: "+".join(each) for test, each in categories.items()}
         self.outcomes |= {test: f"process ended: exit status {status_text(self.status)}" for test in self.running}
         return self
@@ -110,16 +114,7 @@ class Verdict:
     kind: str
     headline: str
     details: tuple[str, ...] = ()
-    kept: str | None = None  # the folder that keeps every run's output
-    tests: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # each test's "stock", "patched"
-
-    @property
-    def status(self) -> int:
-        return STATUSES[self.kind] if self.kind in STATUSES else 128 + signal.Signals[self.kind]
-
-    def lines(self) -> list[str]:
-        kept = [shortened(f"the output of every run is kept in {self.kept}")] if self.kept else []
-        return [shortened(f"fastcommon compare: {self.headline}"), *self.details, *kept]
+    tests: Outcomes = dataclasses.field(default_factory=dict)
 
 
 def compare(program: list[str], options: Any) -> int:
@@ -133,7 +128,7 @@ def compare(program: list[str], options: Any) -> int:
     drawn = os.environ.get("PYTHONHASHSEED", "random") == "random"  # "random": a seed drawn in each run, as unset
     pinned = ({"PYTHONHASHSEED": seed} if drawn else {}) | {"--randomly-seed": seed}
     progress("pinned in every run, where the program has none: " + ", ".join(f"{k}={v}" for k, v in pinned.items()))
-    handlers = {signum: signal.signal(signum, stopped) for signum in _processes.STOPPING}
+    handlers = {signum: signal.signal(signum, stopped) for signum in STOPPING}
     try:
         verdict = judge(program, options, folder, runs, pinned)
     except Stopped as stop:
@@ -143,7 +138,7 @@ def compare(program: list[str], options: Any) -> int:
             ended = tuple(f"the {run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}"
                           for run in runs[:-1])  # fmt: skip  # a hang in one alone is no "nothing compared"
             said = f"timed out: {took}" if ended else f"nothing compared: {took}"
-            verdict = Verdict(stop.kind, said, ended + runs[-1].tail(), folder)
+            verdict = Verdict(stop.kind, said, ended + runs[-1].tail())
         else:
             during = f" during the {stop.run}{running}" if stop.run else ""
             verdict = Verdict(stop.kind, f"stopped by {stop.kind}{during}; nothing compared")
@@ -153,16 +148,20 @@ def compare(program: list[str], options: Any) -> int:
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-    lines = verdict.lines() + (report_lines(os.path.join(folder, "report.jsonl")) if options.report else [])
+    status = STATUSES[verdict.kind] if verdict.kind in STATUSES else 128 + signal.Signals[verdict.kind]
+    kept = verdict.kind in STATUSES and verdict.kind != "same"  # the runs' output: for all but the same, a signal's
+    lines = [shortened(f"fastcommon compare: {verdict.headline}"), *verdict.details]
+    lines += [shortened(f"the output of every run is kept in {folder}")] * kept
+    lines += report_lines(os.path.join(folder, "report.jsonl")) if options.report else []
     if options.json:
-        data = {"verdict": verdict.kind, "status": verdict.status, "lines": lines, "pinned": pinned, "runs": [
+        data = {"verdict": verdict.kind, "status": status, "lines": lines, "pinned": pinned, "runs": [
             {"name": run.name, "status": run.status, "signal": SIGNALS.get(run.status), "stopped": run.stopped,
              "seconds": round(run.seconds, 3)} for run in runs], "tests": verdict.tests}  # fmt: skip
         Path(options.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
-    if not verdict.kept:
+    if not kept:
         shutil.rmtree(folder, ignore_errors=True)
     print(*lines, sep="\n", flush=True)
-    return verdict.status
+    return status
 
 
 def stopped(signum: int, frame: Any) -> None:
@@ -182,46 +181,42 @@ def judge(program: list[str], options: Any, folder: str, runs: list[Run], pinned
         return run(runs[-1], program, options, report, pinned["--randomly-seed"])
 
     first = go(order[0])
-    if verdict := nothing_compared([first], folder):
+    if verdict := nothing_compared([first]):
         return verdict
     second = go(order[1])
     stock, patched = (second, first) if options.patched_first else (first, second)
     outcomes = {test: {"stock": [stock.outcomes.get(test, NOT_RUN)], "patched": [patched.outcomes.get(test, NOT_RUN)]}
                 for test in sorted(stock.outcomes.keys() | patched.outcomes.keys())}  # fmt: skip
     differing = [test for test, ways in outcomes.items() if ways["stock"] != ways["patched"]]
-    statuses: dict[str, list[int]] = {"stock": [stock.status], "patched": [patched.status]}
-    if verdict := nothing_compared([first, second], folder) or incomplete(stock, patched, outcomes, differing, folder) \
-            or not_as_named(runs, folder):  # fmt: skip
+    if verdict := nothing_compared([first, second]) or incomplete(stock, patched, outcomes, differing) \
+            or not_as_named(runs):  # fmt: skip
         return verdict  # (the second run last in nothing_compared's, whichever it is)
     again_too = differing or stock.status != patched.status  # the exit status is judged as a test is
     for again in range(1, options.reruns + 1 if again_too else 1):  # each test in its context: the whole program
         for each in order:
             rerun = go(each, again)
-            statuses["patched" if each else "stock"].append(rerun.status)
             for test in differing:  # where it ran, or was not run in a run where every test ended
                 if test in rerun.outcomes or set(rerun.tests) <= rerun.ended:
                     outcomes[test]["patched" if each else "stock"].append(rerun.outcomes.get(test, NOT_RUN))
-    return not_as_named(runs, folder) or verdict_of(stock, patched, outcomes, differing, statuses, options, folder)
+    return not_as_named(runs) or verdict_of(stock, patched, outcomes, differing, runs, options)
 
 
-def nothing_compared(runs: list[Run], folder: str) -> Verdict | None:
+def nothing_compared(runs: list[Run]) -> Verdict | None:
     """The verdict where these runs (as they ran) leave nothing to compare: no start, arguments refused, no test."""
     last = runs[-1]
     said = f"{last.name}, exit status {status_text(last.status)}"
     tail = tuple(f"  {line}" for line in last.tail())
-    # python's own refusal, in a line: no such file, no such module
     if not last.runner and last.status in (1, 2) and len(tail) == 1 and re.match(PYTHON_REFUSED, tail[0]):
-        return Verdict("not started", f"nothing compared: the program could not start ({said})", tail, folder)
+        return Verdict("not started", f"nothing compared: the program could not start ({said})", tail)
     if last.runner and last.status == REFUSING[last.runner] and not last.outcomes:
-        return Verdict("refused", f"nothing compared: {last.runner} refused its arguments ({said})", tail, folder)
+        return Verdict("refused", f"nothing compared: {last.runner} refused its arguments ({said})", tail)
     if len(runs) == 2 and all(run.runner and not run.outcomes for run in runs):
         statuses = ", ".join(f"{run.name} {status_text(run.status)}" for run in runs)
-        return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail, folder)
+        return Verdict("no tests", f"nothing compared: no test ran (exit status: {statuses})", tail)
     return None
 
 
-def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
-               folder: str) -> Verdict | None:  # fmt: skip
+def incomplete(stock: Run, patched: Run, outcomes: Outcomes, differing: list[str]) -> Verdict | None:
     """The verdict where a test that either run collected did not end in both (a crash, -x); else None."""
     tests = list(dict.fromkeys(stock.tests + patched.tests))
 
@@ -240,38 +235,38 @@ def incomplete(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
     short = [run.name for run in (stock, patched) if any(unended_in(run, test) for test in tests)]  # one alone: named
     which = "both runs" if len(short) == 2 else f"the {short[0]} alone"
     first = f"{len(unended):,} of {plural(len(tests), 'test')} did not end in both runs, the first {unended[0]}"
-    return Verdict("incomplete", f"incomplete ({which}): {first}", tuple(details), folder, outcomes)
+    return Verdict("incomplete", f"incomplete ({which}): {first}", tuple(details), outcomes)
 
 
-def not_as_named(runs: list[Run], folder: str) -> Verdict | None:
+def not_as_named(runs: list[Run]) -> Verdict | None:
     """The verdict where a process of a run found grpc at its import, or left it, otherwise than the run is named."""
+
+    def process(kind: str, run: Run, what: str, record: dict[str, Any]) -> Verdict:  # its command line quoted
+        return Verdict(kind, f"nothing compared: a process of the {run.name} {what}", (f"  {QUOTED(record['argv'])}",))
+
     for run in runs[:-1]:  # one that the runs after it could reach: they were not apart
-        if run.outlived:
-            record = run.outlived[0]
-            return Verdict("not as named", f"nothing compared: a process of the {run.name} that imported grpc, pid "
-                           f"{record['pid']}, outlived it (a daemon, a server left running)", (
-                               f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+        for record in run.outlived[:1]:
+            what = f"that imported grpc, pid {record['pid']}, outlived it (a daemon, a server left running)"
+            return process("not as named", run, what, record)
     for run in runs:
         patched, ends = run.name.startswith("patched"), {record["pid"]: record for record in run.processes}
         if not (found := [record for record in run.processes if record["at"] == "import"]) and patched:
             what = f"imported grpc, so fastcommon patched nothing ({run.name}, exit status {status_text(run.status)})"
-            return Verdict("not patched", f"nothing compared: no process of the {run.name} {what}", run.tail(), folder)
+            return Verdict("not patched", f"nothing compared: no process of the {run.name} {what}", run.tail())
         for seen, record in [*(("found", each) for each in found), *(("left", each) for each in ends.values())]:
             if record["patched"] != patched:  # at its import: the gate's doing; at its end, the program's
                 kind = "not patched" if patched and seen == "found" else "not as named"
-                what = f"{seen} grpc {'stock' if patched else 'patched'}, pid {record['pid']}, at its {record['at']}"
                 why = " (python -m fastcommon check says why)" * (kind == "not patched")
-                return Verdict(kind, f"nothing compared: a process of the {run.name} {what}{why}", (
-                    f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+                what = f"{seen} grpc {'stock' if patched else 'patched'}, pid {record['pid']}, at its {record['at']}"
+                return process(kind, run, what + why, record)
         for record in [each for each in run.untested if each["patched"] != patched][:1]:  # a whole program, say
             what = f"{'un' * patched}patched grpc outside any test, pid {record['pid']}, at its {record['at']}"
-            return Verdict("not as named", f"nothing compared: a process of the {run.name} {what}", (
-                f"  {_processes.QUOTED(record['argv'])}",), folder)  # fmt: skip
+            return process("not as named", run, what, record)
     return None
 
 
-def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]]], differing: list[str],
-               statuses: dict[str, list[int]], options: Any, folder: str) -> Verdict:  # fmt: skip
+def verdict_of(stock: Run, patched: Run, outcomes: Outcomes, differing: list[str], runs: list[Run],
+               options: Any) -> Verdict:  # fmt: skip
     """The verdict on two runs whose every test ended: what differs, what is flaky (one way gave both), or the same."""
     flaky = [test for test in differing if any({outcomes[test]["stock"][0], outcomes[test]["patched"][0]} <= set(way)
                                                for way in outcomes[test].values())]  # fmt: skip
@@ -284,6 +279,7 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
             details += test_lines(test, "; ".join(f"{way} {', '.join(each)}" for way, each in outcomes[test].items()))
     differences = [f"{len(different):,} of {len(outcomes):,} tests"] if different else []
     if stock.status != patched.status:  # flaky only where one way's runs gave both, as a test
+        statuses = {way: [run.status for run in runs if run.name.startswith(way)] for way in ("stock", "patched")}
         flaky_status = any({stock.status, patched.status} <= set(way) for way in statuses.values())
         differences += ["the exit status"] if different or not flaky_status else []  # else flaky, as tests are
         details.append(f"exit status: stock {status_text(stock.status)}, patched {status_text(patched.status)}")
@@ -299,19 +295,18 @@ def verdict_of(stock: Run, patched: Run, outcomes: dict[str, dict[str, list[str]
         details.append(f"reran by the program (each test's last outcome is compared): {', '.join(reran)}")
     if differences:
         listed = ", ".join(differences[:-1]) + " and " * (len(differences) > 1) + differences[-1]
-        return Verdict("different", f"stock and patched differ in {listed}", tuple(details), folder, outcomes)
+        return Verdict("different", f"stock and patched differ in {listed}", tuple(details), outcomes)
     said = f"exit status {status_text(stock.status)}"
     said += "".join(f", the same {name}" for output, name in OUTPUTS.items() if getattr(options, output))
-    if stock.runner is None:
-        but_status = ", but for a flaky exit status" * (stock.status != patched.status)
-        headline = f"the same as a whole, stock and patched (no test seen one by one){but_status}: {said}"
-        return Verdict("same", headline, tuple(details), tests=outcomes)
     but = f", but for {plural(len(flaky), 'flaky test')}" if flaky else ""
     headline = f"the same, test by test, stock and patched{but}: {counts(stock.outcomes)} ({said})"
-    return Verdict("same", headline, tuple(details), tests=outcomes)
+    if stock.runner is None:
+        but = ", but for a flaky exit status" * (stock.status != patched.status)
+        headline = f"the same as a whole, stock and patched (no test seen one by one){but}: {said}"
+    return Verdict("same", headline, tuple(details), outcomes)
 
 
-def difference_lines(outcomes: dict[str, dict[str, list[str]]], different: list[str], again: str = "") -> list[str]:
+def difference_lines(outcomes: Outcomes, different: list[str], again: str = "") -> list[str]:
     """The lines that list the tests that differ, each with its outcomes."""
     details = [f"tests, stock -> patched{again}:"] if different else []
     for test in different[:SHOWN]:
@@ -328,52 +323,74 @@ def test_lines(test: str, text: str) -> list[str]:
 def run(run: Run, program: list[str], options: Any, report_file: str | None, seed: str) -> Run:
     """Run the program once, in a process group of its own, its output in files; say on stderr as it goes."""
     environ = _launcher.environment(False, report_file)  # the bootstrap in every run: the stock's only records
-    given = environ.get("PYTEST_PLUGINS")  # its pytest gives it back, for the processes it starts
-    environ |= {"PYTEST_PLUGINS": _recording.plugins_with_this(given), _environment.COMPARE_RUN: run.prefix,
-                _environment.COMPARE_PROCESSES: run.prefix + ".records", _environment.COMPARE_SEED: seed}  # fmt: skip
-    if environ.get("PYTHONHASHSEED", "random") == "random":
-        environ["PYTHONHASHSEED"] = seed
-    environ |= {_environment.COMPARE_PYTEST_PLUGINS: given} if given is not None else {}
+    environ |= _recording.environment(run.prefix, environ.get("PYTEST_PLUGINS"))  # its pytest gives PYTEST_PLUGINS back
+    environ |= {_environment.COMPARE_PROCESSES: run.prefix + ".records", _environment.COMPARE_SEED: seed}
+    environ |= {"PYTHONHASHSEED": seed} if environ.get("PYTHONHASHSEED", "random") == "random" else {}
     environ |= {} if run.name.startswith("patched") else {_environment.COMPARE_STOCK: "1"}
     _, pythons, module = _launcher.split_program(program)
     recorded = ["-m", _recording.__name__, *module[2:]] if module[:2] == ["-m", "unittest"] else module
-    progress(f"{run.name}: {_processes.QUOTED(['python', *program])}")
+    progress(f"{run.name}: {QUOTED(['python', *program])}")
     started = time.monotonic()
     Stopped.deferring = True  # a signal now ends the process once it has started
     try:
         with open(run.prefix + ".stdout", "wb") as out, open(run.prefix + ".stderr", "wb") as err:
             process = subprocess.Popen(_launcher.command([*pythons, *recorded]), stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=err, env=environ, **_processes.IN_A_GROUP)  # fmt: skip
+                                       stdout=out, stderr=err, env=environ, **IN_A_GROUP)  # fmt: skip
     finally:
         Stopped.deferring = False
     try:
         if Stopped.deferred:
             raise Stopped(Stopped.deferred.pop())
-        said = started
+        said, deadline = started, started + (options.timeout or float("inf"))
         while process.poll() is None:
-            wait = WAIT if options.timeout is None else min(WAIT, started + options.timeout - time.monotonic())
-            try:
-                process.wait(timeout=max(wait, 0))
-            except subprocess.TimeoutExpired:
-                if options.timeout is not None and time.monotonic() >= started + options.timeout:
-                    raise Stopped("timed out") from None
-                if time.monotonic() >= said + EVERY:
-                    said = time.monotonic()
-                    progress(f"{run.name}: {said - started:.0f} s, {len(run.read().outcomes):,} tests")
+            if time.monotonic() >= deadline:
+                raise Stopped("timed out")
+            if time.monotonic() >= said + EVERY:
+                said = time.monotonic()
+                progress(f"{run.name}: {said - started:.0f} s, {len(run.read().outcomes):,} tests")
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(min(WAIT, deadline - time.monotonic()), 0))
     except BaseException as failure:  # stopped, or compare itself failed: the run must not outlive it
         if isinstance(failure, Stopped):
             failure.run, failure.running, run.stopped = run.name, ", ".join(run.read().running), failure.kind
-        _processes.end(process, interrupt=True)
+        end(process, interrupt=True)
         raise
     finally:
         run.status, run.seconds = process.returncode, time.monotonic() - started
-    _processes.end(process, interrupt=False)  # whatever the program left running in its group
+    end(process, interrupt=False)  # whatever the program left running in its group
     progress(f"{run.name} ended after {run.seconds:.1f} s, exit status {status_text(run.status)}")
-    run.read()
-    exited = {record["pid"] for record in run.processes if record["at"] == "exit"}
+    exited = {record["pid"] for record in run.read().processes if record["at"] == "exit"}
     run.outlived = [record for record in {r["pid"]: r for r in run.processes}.values()
                     if record["pid"] not in exited and alive(record["pid"])]  # fmt: skip
     return run
+
+
+def end(process: "subprocess.Popen[bytes]", interrupt: bool) -> None:
+    """End the group ``process`` leads; ``interrupt`` (compare stopped, a timeout): as Ctrl-C first, so that pytest
+    tears its fixtures down; signals to compare wait meanwhile. On Windows, a run that ended leaves its orphans."""
+    handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPPING}
+    try:
+        if hasattr(os, "killpg") and hasattr(signal, "SIGKILL"):  # POSIX, by what os has (.ci/simulated-windows)
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # the group gone (macOS: zombies left)
+                for signum in (signal.SIGINT,) * interrupt + (signal.SIGTERM, signal.SIGKILL):
+                    deadline = time.monotonic() + GRACE
+                    os.killpg(process.pid, signum)
+                    while time.monotonic() < deadline:
+                        process.poll()  # the group's leader, reaped: it counts no more
+                        os.killpg(process.pid, 0)
+                        time.sleep(0.02)
+        else:  # Windows: CTRL_BREAK_EVENT to the group, then taskkill /T /F
+            try:
+                if interrupt and process.poll() is None:  # OSError, SystemError: no console (pythonw), group gone
+                    with contextlib.suppress(OSError, SystemError, subprocess.TimeoutExpired):
+                        process.send_signal(getattr(signal, "CTRL_BREAK_EVENT", signal.SIGINT))  # SIGINT: simulated
+                        process.wait(GRACE)
+            finally:
+                subprocess.run(["taskkill", "/T", "/F", "/PID", str(process.pid)], capture_output=True, check=False)
+    finally:
+        process.wait()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 def alive(pid: int) -> bool:
@@ -381,11 +398,10 @@ def alive(pid: int) -> bool:
     if os.name != "posix":
         return False
     try:
-        os.kill(pid, 0)
+        with contextlib.suppress(PermissionError):  # another user's
+            os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
     return True
 
 
@@ -416,15 +432,14 @@ def status_text(status: int) -> str:
 
 
 def output_difference(output: str, stock: Run, patched: Run, ignored: list[str]) -> list[str]:
-    """The lines in which two runs' ``output`` (stdout, stderr) differ, ``ignored`` left out, shown as they read; none
-    if the same. Past their common start and end, the lines one has more often, or the first where their order parts."""
+    """Where two runs' ``output`` (stdout, stderr) differ, ``ignored`` left out: past their common start and end, the
+    lines one has more often, or the first where their order parts, shown as they read; [] if the same."""
     lines = []
     for each in (stock, patched):
         text = Path(f"{each.prefix}.{output}").read_bytes().decode("utf-8", "surrogateescape")
         for pattern in ignored:
             text = re.sub(pattern, lambda match: match.groupdict().get("kept") or "", text)
-        lines.append(text.split("\n"))  # lines as a file has them: a form feed or \x1c ends none
-        lines[-1] = [line + "\n" for line in lines[-1][:-1]] + [lines[-1][-1]] * (lines[-1][-1] != "")
+        lines.append(io.StringIO(text, newline="\n").readlines())  # as a file has them: a form feed or \x1c ends none
     if lines[0] == lines[1]:
         return []
     progress(f"{output}: comparing {len(lines[0]):,} lines with {len(lines[1]):,}")
@@ -446,16 +461,12 @@ def output_difference(output: str, stock: Run, patched: Run, ignored: list[str])
 
 
 def visible(line: str) -> str:
-    """A line as it reads; quoted and escaped where it would look like another: blanks at its end, control
-    characters, bytes that are not UTF-8, no end of line."""
+    """A line as it reads; escaped where it would look like another (blanks at its end, controls, not UTF-8, no end)."""
     text = line[:-1] if line.endswith("\n") else line
     plain = line.endswith("\n") and text.isprintable() and text == text.strip() and text != ""
     shown = text if plain else repr(text.encode("utf-8", "surrogateescape"))[1:] + ("" if text != line else " (no end)")
-    return (
-        shown
-        if len(shown) <= LONGEST
-        else f"{shown[: LONGEST // 2]}...{shown[-LONGEST // 2 :]} ({len(text):,} characters)"
-    )
+    cut = f"{shown[: LONGEST // 2]}...{shown[-LONGEST // 2 :]} ({len(text):,} characters)"
+    return shown if len(shown) <= LONGEST else cut
 
 
 def shortened(text: str) -> str:

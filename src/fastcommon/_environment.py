@@ -1,5 +1,5 @@
-"""fastcommon's environment variables, each named once, how a flag among them is read, and the records setup.py
-leaves in the package. It imports nothing of fastcommon's: setup.py reads this file too."""
+"""fastcommon's environment variables, each named once, how a flag is read, and the records setup.py leaves in the
+package. It imports nothing of fastcommon's: setup.py reads this file too."""
 
 import os
 

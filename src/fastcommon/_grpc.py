@@ -1,5 +1,6 @@
 """Where grpc keeps what fastcommon may replace: its modules, the object that holds each name, and what is there."""
 
+import functools
 import importlib
 import sys
 import types
@@ -19,10 +20,7 @@ def modules() -> dict[str, types.ModuleType]:
 def owner(name: str) -> tuple[Any, str]:
     """The object whose own __dict__ holds ``name`` (a module, a class), and the key there."""
     *path, attribute = name.split(".")
-    found: Any = modules()[BY_NAME[name].home]
-    for part in path:
-        found = getattr(found, part)
-    return found, attribute
+    return functools.reduce(getattr, path, modules()[BY_NAME[name].home]), attribute
 
 
 def current(name: str) -> Any:

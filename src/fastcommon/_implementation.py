@@ -18,8 +18,7 @@ class FastcommonWarning(RuntimeWarning):
 
 
 def warn(message: str, stacklevel: int) -> None:
-    """warnings.warn(message, FastcommonWarning, stacklevel) as the caller would, but never an exception: where the
-    filters make it one (-W error, pytest's filterwarnings = error), it is shown as a warning is shown instead."""
+    """warnings.warn(message, FastcommonWarning, stacklevel); where filters make it an exception (-W error), shown."""
     try:
         warnings.warn(message, FastcommonWarning, stacklevel + 1)
     except FastcommonWarning as warning:
@@ -29,8 +28,7 @@ def warn(message: str, stacklevel: int) -> None:
         warnings.showwarning(warning, FastcommonWarning, frame.f_code.co_filename, frame.f_lineno)
 
 
-# The twin of common.py, grpc.aio's Metadata methods, grpc's hooks, the entry constructor (none for the Limited API):
-# all, or none.
+# common.py's twin, the Metadata methods, the hooks, the entry constructor (not for the Limited API): all, or none.
 COMPILED = ("fast_common", "fast_metadata", "fast_hooks", "fast_entry")
 
 
@@ -95,12 +93,6 @@ def warn_if_unwanted_pure_python(stacklevel: int) -> None:
         warn(f"fastcommon is running pure Python: {PURE_PYTHON_REASON}", stacklevel + 1)
 
 
-def metadata_methods(originals: dict[str, Any], cls: Any, counted: bool = False) -> dict[str, Any]:
-    """What replaces grpc's Metadata methods ``originals`` (by name), made together for ``cls``."""
-    counters = {name: BY_NAME[name].counter for name in originals} if counted else None
-    return dict(compiled["fast_metadata"].metadata_methods(originals, cls, counters=counters))
-
-
 def calls() -> tuple[int, ...] | None:
     """The calls the compiled modules counted in this process, by counter; None in pure Python."""
     return tuple(map(sum, zip(*(module.calls() for module in compiled.values()), strict=True))) if compiled else None
@@ -108,16 +100,15 @@ def calls() -> tuple[int, ...] | None:
 
 def replacements(originals: dict[str, Any], metadata_class: Any, counted: bool = False) -> dict[str, Any]:
     """fastcommon's replacement for each of grpc's ``originals`` (by name); counting their calls where ``counted``."""
-    methods = {name: original for name, original in originals.items() if BY_NAME[name].kind in METADATA_KINDS}
-    replacing = metadata_methods(methods, metadata_class, counted) if methods else {}
+    counters = {name: BY_NAME[name].counter if counted else -1 for name in originals}
+    replacing: dict[str, Any] = {}
+    if methods := {name: original for name, original in originals.items() if BY_NAME[name].kind in METADATA_KINDS}:
+        replacing |= compiled["fast_metadata"].metadata_methods(methods, metadata_class, counters=counters)
     if hooks := {name: original for name, original in originals.items() if BY_NAME[name].kind == HOOK}:
-        counters = {name: BY_NAME[name].counter for name in hooks} if counted else None
         replacing |= compiled["fast_hooks"].hooks(hooks, counters=counters)
     for name, original in originals.items():
-        replaceable = BY_NAME[name]
-        if replaceable.kind == FUNCTION:
-            replacing[name] = getattr(chosen.Counted(replaceable.counter) if counted else chosen, name)
-        elif replaceable.kind == CLASS:  # grpc's metadata entries, built in its class's place
-            counter = replaceable.counter if counted else -1
-            replacing[name] = compiled["fast_entry"].MetadatumConstructor(original, counter=counter)
+        if BY_NAME[name].kind == FUNCTION:
+            replacing[name] = getattr(chosen.Counted(counters[name]) if counted else chosen, name)
+        elif BY_NAME[name].kind == CLASS:  # grpc's metadata entries, built in its class's place
+            replacing[name] = compiled["fast_entry"].MetadatumConstructor(original, counter=counters[name])
     return {name: replacing[name] for name in originals}

@@ -33,16 +33,14 @@ def install(make: Callable[[dict[str, Any], Any], dict[str, Any]] = _implementat
         if _installed:
             return ()
         judged = verdicts()
-        replaced = tuple(name for name in NAMES if judged[name].replaces)
-        grpcs = {name: _grpc.current(name) for name in replaced}
-        replacements = make(grpcs, _grpc.metadata_class())
-        for name in replaced:
-            _installed[name] = (grpcs[name], replacements[name])
-            setattr(*_grpc.owner(name), replacements[name])
+        grpcs = {name: _grpc.current(name) for name in NAMES if judged[name].replaces}
+        for name, replacement in make(grpcs, _grpc.metadata_class()).items():
+            _installed[name] = (grpcs[name], replacement)
+            setattr(*_grpc.owner(name), replacement)
     _recording.grpc_state("patch()")  # under compare: what the run is named may no longer hold
     if differing := [verdict for verdict in judged.values() if verdict.differs]:
         _implementation.warn(warning(differing, _grpc.version()), stacklevel=3)
-    return replaced
+    return tuple(grpcs)
 
 
 def patch() -> tuple[str, ...]:
@@ -56,8 +54,7 @@ def unpatch() -> tuple[str, ...]:
     with _lock:
         restored = tuple(name for name, (_, mine) in _installed.items() if _grpc.current(name) is mine)
         for name in restored:
-            setattr(*_grpc.owner(name), _installed[name][0])
-            del _installed[name]
+            setattr(*_grpc.owner(name), _installed.pop(name)[0])
         _recording.grpc_state("unpatch()")
         return restored
 

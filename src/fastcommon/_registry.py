@@ -1,6 +1,5 @@
-"""What fastcommon may replace in grpc, each thing once, as data that all of fastcommon, .ci/next-grpcio and the tests
-read: a new name is one entry here and, if compiled, a function in fast_common.pyx, a maker in fast_metadata.pyx or a
-hook in fast_hooks.pyx."""
+"""What fastcommon may replace in grpc, each once, as data all of fastcommon, .ci/next-grpcio and the tests read: a new
+name is an entry here and, if compiled, a function in fast_common.pyx, a maker in fast_metadata.pyx or a fast_hooks'."""
 
 import dataclasses
 from collections.abc import Callable
@@ -15,10 +14,7 @@ NEWEST_CPYTHON = (3, 15)  # the newest the suite ran on: the hooks do as its con
 USER_AGENT = ("user-agent", "grpc-python/1.85.1 grpc-c/51.0.0 (linux; chttp2)")  # an entry every RPC carries
 METHOD_NAME = "/grpc.testing.BenchmarkService/UnaryCall"  # what encode and decode are timed on
 
-# The grpcio releases the suite ran against, by the code they share (grpc removed an `else:` from encode in 1.76 and
-# retyped the aio methods over the years: new source, the same behaviour); Cython's functions, which have no source,
-# by the release (fingerprints.py). Written by hand, not from what CI installs,
-# a fingerprint only after the whole suite passes against its release (.ci/next-grpcio prints the line to add).
+# The grpcio releases the suite passed against, by shared code (Cython's by release), added by hand (.ci/next-grpcio).
 _V62, _V73, _V80, _V85 = ("1.62.3",), ("1.73.1",), ("1.80.1",), ("1.85.1", "1.85.3")
 _OLDER, _NEWER = _V62 + _V73, _V80 + _V85
 
@@ -61,8 +57,7 @@ _TABLE = (
                 {"a962fb3f": _OLDER, "558a678c": _V80, "5c41a6b4": _V85}, lambda cls, m: (cls, None)),
     Replaceable("Metadata._create", _METADATA, CLASSMETHOD, {"cf0997c4": _V80, "7d36eb57": _V85},
                 lambda cls, m: (cls, m)),  # none before 1.80
-    Replaceable("Metadata.__iter__", _METADATA, METHOD, {"d918319d": _OLDER + _NEWER},
-                lambda cls, m: (m,)),  # timed with its items taken: tuple(iter(m))
+    Replaceable("Metadata.__iter__", _METADATA, METHOD, {"d918319d": _OLDER + _NEWER}, lambda cls, m: (m,)),
     Replaceable("Metadata.__len__", _METADATA, METHOD, {"4002ca69": _OLDER + _NEWER}, lambda cls, m: (m,)),
     Replaceable("Metadata.__getitem__", _METADATA, METHOD, {"17da657c": _OLDER, "3876e14a": _NEWER}, _key),
     Replaceable("Metadata.get", _METADATA, METHOD, {"aa9634dd": _V73, "2f86d154": _NEWER},
@@ -87,9 +82,8 @@ BY_NAME = {replaceable.name: replaceable for replaceable in REPLACEABLES}
 NAMES = tuple(BY_NAME)
 HOMES = tuple(dict.fromkeys(replaceable.home for replaceable in REPLACEABLES))
 
-# The releases the gate's warning and the status name, oldest first.
 _RELEASES = {release for each in REPLACEABLES for releases in each.fingerprints.values() for release in releases}
-TESTED_GRPCIO = tuple(sorted(_RELEASES, key=lambda release: tuple(map(int, release.split(".")))))
+TESTED_GRPCIO = tuple(sorted(_RELEASES, key=lambda release: tuple(map(int, release.split(".")))))  # oldest first
 
 
 def of_kind(*kinds: str) -> tuple[Replaceable, ...]:

@@ -1,5 +1,4 @@
-"""`run --report`: what each patched process counts, times and says as it ends (when: _ending.py), in a block on
-stderr for people (``text``) and a JSON line appended to a file for machines (``append_line``)."""
+"""`run --report`: what each patched process counts, times and says as it ends (_launcher.py), on stderr and in JSON."""
 
 import inspect
 import json
@@ -72,32 +71,20 @@ class Report:
     def summary(self, calls: dict[str, int], cpu_seconds: float, ended_by: str = "exit") -> dict[str, Any]:
         """What the report says, for machines (the JSON line) and for people (text() reads it)."""
         saving_ns = {name: self.per_call_saving_ns(name) for name, count in calls.items() if count}
-        return {
-            "pid": os.getpid(),
-            "fastcommon": __version__,
-            "implementation": _implementation.IMPLEMENTATION,
-            "python": platform.python_version(),
-            "grpcio": _grpc.version(),
-            "patched": list(calls),
-            "left_to_grpc": [name for name in NAMES if name not in calls],
-            "calls": calls,
-            "saved_ns_per_call": {name: round(ns, 1) for name, ns in saving_ns.items()},
-            "saved_seconds": sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9,
-            "cpu_seconds": cpu_seconds,
-            "ended_by": ended_by,
-        }
+        return {"pid": os.getpid(), "fastcommon": __version__, "implementation": _implementation.IMPLEMENTATION,
+                "python": platform.python_version(), "grpcio": _grpc.version(), "patched": list(calls),
+                "left_to_grpc": [name for name in NAMES if name not in calls], "calls": calls,
+                "saved_ns_per_call": {name: round(ns, 1) for name, ns in saving_ns.items()},
+                "saved_seconds": sum(calls[name] * ns for name, ns in saving_ns.items()) / 1e9,
+                "cpu_seconds": cpu_seconds, "ended_by": ended_by}  # fmt: skip
 
     def per_call_saving_ns(self, name: str) -> float:
-        """grpc's time per call less fastcommon's, each the best of RUNS runs, interleaved so that what the machine
-        does meanwhile weighs on both alike; never below 0: fastcommon's never runs more instructions than grpc's."""
+        """grpc's time per call less fastcommon's, each the best of RUNS interleaved runs; never below 0."""
         functions = [getattr(raw, "__func__", raw) for raw in self.timed[name]]  # as the class calls them
         if inspect.isgeneratorfunction(functions[0]):  # an iterator's cost is in its items
             functions = [lambda m, function=function: tuple(function(m)) for function in functions]
         elif inspect.isgeneratorfunction(getattr(functions[0], "__wrapped__", None)):  # a context manager's: its with
-            functions = [
-                lambda *a, f=function: (m := f(*a), m.__enter__(), m.__exit__(None, None, None))
-                for function in functions
-            ]
+            functions = [lambda *a, f=f: (m := f(*a), m.__enter__(), m.__exit__(None, None, None)) for f in functions]
         cls = _grpc.metadata_class()
         arguments = BY_NAME[name].calibration(cls, cls(USER_AGENT))
         runs = [[ns_per_call(each, arguments, CALLS_PER_RUN, repeat=1) for each in functions] for _ in range(RUNS)]

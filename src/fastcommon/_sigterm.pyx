@@ -1,9 +1,7 @@
 # cython: language_level=3, binding=False, freethreading_compatible=True, autotestdict=False
-"""The SIGTERM relay of ``run --report`` (_ending.py), on POSIX: a C handler in front of CPython's own. CPython runs
-Python handlers in the main thread only, which a wait with no timeout keeps from running them when another thread
-takes SIGTERM: the relay sends the signal on from that thread to the main thread, where CPython's handler marks it,
-so that the report's handler runs, never before the copy has arrived (a SIGTERM after it is always a second one:
-docs/adoption.md). Only async-signal-safe calls, and errno as it was found."""
+"""The SIGTERM relay of ``run --report`` (_launcher.py), on POSIX: a C handler in front of CPython's. Python handlers run
+in the main thread, which a wait with no timeout blocks when another thread takes SIGTERM: the relay sends it on to the
+main thread, where CPython's handler marks it (docs/adoption.md). Async-signal-safe calls only, errno as found."""
 
 from libc.errno cimport errno
 from posix.types cimport pid_t

@@ -23,14 +23,11 @@ def status() -> list[str]:
     name_col, home_col = max(map(len, NAMES)), max(map(len, HOMES))  # the widths of the columns: names, their homes
     for name, verdict in _gate.assess(originals).items():
         found = _gate.fingerprint_of(originals[name])  # None for a class, which has no code
-        if _patching.is_patched(name):
-            does = "fastcommon's, patched in this process"
-        elif not verdict.replaces:
-            does = f"patch() leaves grpc's own: {verdict.reason}"
-        elif not _implementation.compiled:
-            does = "patch() replaces it, which buys nothing: fastcommon runs pure Python here"
-        else:
-            does = "patch() replaces it"
+        does = next(what for holds, what in [
+            (_patching.is_patched(name), "fastcommon's, patched in this process"),
+            (not verdict.replaces, f"patch() leaves grpc's own: {verdict.reason}"),
+            (not _implementation.compiled, "patch() replaces it, which buys nothing: fastcommon runs pure Python here"),
+            (True, "patch() replaces it")] if holds)  # fmt: skip
         lines.append(f"{name:<{name_col}}  in {BY_NAME[name].home:<{home_col}}  fingerprint {found or '-':<8}  {does}")
     return lines
 

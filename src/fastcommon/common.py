@@ -1,6 +1,5 @@
-"""The pure-Python spec of grpc._common's four functions, and the fallback: each behaves exactly as its namesake in
-grpc/_common.py, and the compiled twin fast_common.pyx matches this module, not improves on it. Parameters are
-positional-only, as grpc calls them and as the compiled twin's builtin-function calling convention requires."""
+"""The pure-Python spec of grpc._common's four functions, and the fallback: each as its namesake in grpc/_common.py (the
+twin fast_common.pyx matches it, no better); positional-only, as grpc calls them and the twin's builtins require."""
 
 import logging
 import sys
@@ -13,13 +12,12 @@ PROBING = threading.local()  # .recorder: what the patch gate logs on instead, i
 
 def logger() -> Any:
     """The logger a failing (de)serializer is logged on (both twins ask here): grpc's, but where the gate probes."""
-    recorder = getattr(PROBING, "recorder", None)
-    return grpcs_logger() if recorder is None else recorder
+    return getattr(PROBING, "recorder", None) or grpcs_logger()
 
 
 def grpcs_logger() -> logging.Logger:
-    """grpc._common's _LOGGER, read at the call as grpc reads it. Before grpc is imported, the logger it will take:
-    asked for only now, so that a logging configuration made before grpc's import treats it as grpc's."""
+    """grpc._common's _LOGGER at the call; before grpc's import, the logger it will take, asked for only now (so that a
+    logging configuration made before grpc's import treats it as grpc's)."""
     grpc_common = sys.modules.get("grpc._common")
     return logging.getLogger("grpc._common") if grpc_common is None else grpc_common._LOGGER
 

@@ -1,6 +1,5 @@
 # cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
-# binding=False and always_allow_keywords=False make the functions plain builtins; encode and
-# decode are METH_O, the calls CPython 3.11+ specializes (CALL_BUILTIN_O).
+# binding=False, always_allow_keywords=False: plain builtins; encode, decode METH_O (3.11+ specializes CALL_BUILTIN_O).
 """Compiled twin of fastcommon.common: the same four functions, exact str/bytes on the C-API route; and their counted
 twins for ``python -m fastcommon run --report``, the same code with a C counter in front (no Python frame)."""
 
@@ -24,9 +23,8 @@ except ImportError:
     _logger = None
 
 
-# grpc asks isinstance(x, bytes), which honours a __class__ that says bytes (unittest.mock's spec=bytes): an exact
-# str or bytes cannot say otherwise; anything else is asked as grpc asks it (PyObject_IsInstance, not Cython's
-# isinstance, which checks the type alone).
+# grpc asks isinstance(x, bytes), which honours a __class__ that says bytes (mock's spec=bytes): exact str or bytes
+# cannot; anything else is asked so (PyObject_IsInstance: Cython's isinstance checks the type alone).
 
 cdef inline object _encode(object s):
     if PyUnicode_CheckExact(s):

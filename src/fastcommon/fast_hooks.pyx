@@ -1,7 +1,6 @@
 # cython: language_level=3, binding=False, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
-"""grpc's per-RPC hooks compiled: grpc._observability.get_plugin, cygrpc's _get_running_loop and _is_async_handler,
-grpc._create_servicer_context. Each reads grpc's module globals at the call, as grpc's own, and decides up front, from
-exact types, that grpc's own would do just what it does; anything else is grpc's own, for the whole call."""
+"""grpc's per-RPC hooks compiled (get_plugin, _get_running_loop, _is_async_handler, _create_servicer_context): each
+reads grpc's globals at the call and decides up front, from exact types, that grpc's does the same, else calls it."""
 
 import _thread, asyncio, builtins, inspect, logging, sys
 from _asyncio import get_running_loop as _running_loop
@@ -19,8 +18,7 @@ cdef object _MISSING = object()
 
 
 cdef object _stdlib(object function, object module):
-    """``function`` where it is ``module``'s own (its code in that module's file), else what nothing is: a library may
-    have replaced it before this module was imported, and then grpc's hooks call that replacement."""
+    """``function`` if ``module``'s own (its code in its file), else _MISSING: a library may have replaced it first."""
     code = getattr(function, "__code__", None) if type(function) is FunctionType else None
     return function if code is not None and code.co_filename == module.__file__ else _MISSING
 

@@ -1,8 +1,7 @@
 # cython: language_level=3, binding=True, always_allow_keywords=False, freethreading_compatible=True, autotestdict=False, embedsignature=True, embedsignature.format=clinic
-"""grpc.aio's Metadata methods and _init_metadata, compiled from grpc's own code, and their iterator (iterator.h): the
-same reads, lookups and calls in the same order. C takes a step only where exact types (an exact OrderedDict, exact str
-keys, exact lists and tuples) make it the same step; decided up front, else grpc's own method does the whole call. The
-class and grpc's module globals are taken as the gate judged them at patch(): docs/safety.md, "The contract"."""
+"""grpc.aio's Metadata methods and _init_metadata compiled from grpc's code, and their iterator (iterator.h): the same
+reads, lookups and calls in order; a C step only where exact types make it the same step, decided up front, else grpc's
+own method for the whole call; the class and grpc's globals as judged at patch() (docs/safety.md, "The contract")."""
 
 import collections
 import functools
@@ -49,12 +48,10 @@ if _ATTRIBUTES_AT <= 0:
 cdef void *_TUPLE_ITER = PyType_GetSlot(<PyTypeObject *>tuple, Py_tp_iter)
 cdef newfunc _object_new = <newfunc>PyType_GetSlot(<PyTypeObject *>object, Py_tp_new)  # object.__new__
 cdef tuple _NO_ARGS = ()
-cdef object _MISSING = object()
 
 
 cdef inline bint _plain_ordered_dict(object mapping):
-    """An exact OrderedDict with no attribute of its own (none hides its items, values or get): the dict it keeps them
-    in, at the type's __dictoffset__, not made yet or empty (read, not made, as __dict__ would)."""
+    """An exact OrderedDict with no attribute to hide items, values or get (read at __dictoffset__, not made)."""
     if type(mapping) is not _OrderedDict:
         return False
     attributes = (<PyObject **>(<char *><PyObject *>mapping + _ATTRIBUTES_AT))[0]
@@ -67,9 +64,7 @@ cdef dict _helpers = {}
 exec(compile("def unpack(pair):\n    key, value = pair\n    return key, value\n\n"
              "def first_replaced(value, current):\n    return [value, *current[1:]]\n\n"
              "def assign(mapping, key, values):\n    mapping[key] = values\n", "<fastcommon>", "exec"), _helpers)
-cdef object _unpack = _helpers["unpack"]
-cdef object _first_replaced = _helpers["first_replaced"]
-cdef object _assign = _helpers["assign"]
+cdef object _unpack = _helpers["unpack"], _first_replaced = _helpers["first_replaced"], _assign = _helpers["assign"]
 
 
 @cython.final
@@ -84,8 +79,7 @@ cdef class _Methods:
 
 
 cdef inline bint _plain_pair(object pair):
-    """Whether `key, value = pair` reads two items and runs no Python code, the key an exact str: an exact tuple of
-    two, or a tuple subclass of two that iterates as a tuple does (a namedtuple, grpc's own entries)."""
+    """Whether `key, value = pair` runs no Python code, the key an exact str: a tuple of two iterating as tuple."""
     if type(pair) is not tuple and not (isinstance(pair, tuple) and
                                         PyType_GetSlot(Py_TYPE(pair), Py_tp_iter) == _TUPLE_ITER):
         return False
@@ -97,8 +91,7 @@ cdef enum:
 
 
 cdef bint _fill(object self, tuple pairs, _Methods methods) except -1:
-    """grpc's __init__ done in place on a fresh instance of methods.cls, whose add is fastcommon's: False, having
-    done nothing, where a pair is not a plain pair with an exact str key."""
+    """grpc's __init__ in place on a fresh methods.cls (its add fastcommon's); False, doing nothing, on a pair not so."""
     cdef Py_ssize_t i, j, seen = 0
     cdef Py_hash_t hash_
     cdef Py_hash_t seen_hashes[_SEEN]
@@ -178,48 +171,41 @@ cdef class _Read:
         return metadata
 
 
-# Before 3.12 CPython counts a Python frame entered from C once; a level of a Metadata nested as another's _metadata
-# (fastcommon's method, grpc's frame, the nested one's slot) takes twice a level of CPython's own C stack, so counts
-# twice. From 3.12 on, CPython counts C calls apart.
+# Before 3.12 CPython counts a Python frame entered from C once, and a level of a Metadata nested as another's _metadata
+# takes twice a level of its own C stack, so counts twice; from 3.12 on, CPython counts C calls apart.
 cdef bint _COUNT_LEVELS = sys.version_info < (3, 12)
 
 
-cdef object _deeper(object function, object first, object key=_MISSING, object values=_MISSING):
-    """function(first[, key[, values]]), where a Metadata nested in another recurses: the level counted towards the
-    recursion limit. Called as grpc's frames call (vectorcall: no count of its own, no words of its own)."""
+cdef object _deeper(object function, tuple arguments):
+    """function(*arguments) where a nested Metadata recurses: the level counted, as grpc's frame counts."""
     if _COUNT_LEVELS:
         Py_EnterRecursiveCall("")
     try:
-        if key is _MISSING:
-            return function(first)
-        if values is _MISSING:
-            return function(first, key)
-        return function(first, key, values)
+        return function(*arguments)
     finally:
         if _COUNT_LEVELS:
             Py_LeaveRecursiveCall()
 
 
 cdef object _read(object metadata):
-    """A self for grpc's own method that reads self._metadata alone: its Python frame, as grpc's, counts towards
-    the recursion limit where a Metadata is another's _metadata. Made without a call, which CPython would count."""
+    """A self for grpc's method that reads self._metadata alone; made without a call, which CPython would count."""
     cdef _Read read = _Read.__new__(_Read)
     read.metadata = metadata
     return read
 
 
-cdef int _str_keys(object ordered) except -2:
-    """1 when every key of an exact OrderedDict is an exact str; 0 if one is not; -1 when it is empty."""
-    cdef Py_ssize_t position = 0
+cdef inline Py_ssize_t _str_keyed(object ordered, bint lists) except -2:
+    """How many keys ``ordered`` has (``lists``: values its lists hold), all exact str (values exact lists); else -1."""
+    cdef Py_ssize_t total = 0, position = 0
     cdef PyObject *key
     cdef PyObject *values
-    cdef int found = -1
     with cython.critical_section(ordered):
         while PyDict_Next(ordered, &position, &key, &values):
-            found = _str_exact(key)
-            if not found:
+            if not (_str_exact(key) and (not lists or _list_exact(values))):
+                total = -1
                 break
-    return found
+            total += fastcommon_list_size(values) if lists else 1
+    return total
 
 
 cdef object _Iterator = fastcommon_iterator_type()  # iterator.h; read by __iter__ as C, not as a module global
@@ -242,173 +228,143 @@ cdef object _getitem(object self, object key, _Methods methods):
             return values[0]
     except (ValueError, IndexError) as error:
         raise KeyError(f"{key!r}") from error
-    return _deeper(methods.grpcs_getitem, _read(metadata), key)  # grpc's own, which turns its errors into KeyError
+    return _deeper(methods.grpcs_getitem, (_read(metadata), key))  # grpc's own, which turns its errors into KeyError
 
 
 cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ssize_t counter):
-    """The function that replaces grpc's method ``grpcs``, named ``attribute`` in its class, for methods.cls: counting
-    its calls at ``counter`` first."""
-    if attribute == "__init__":
-        def __init__(*args, **kwargs):  # what type() calls with what Metadata(...) was given: grpc's words for errors
-            fastcommon_count(counter)
-            if kwargs or not args:
-                return grpcs(*args, **kwargs)
-            self, pairs = args[0], args[1:]
-            if type(self) is methods.cls and methods.add:
-                attributes = self.__dict__
-                if type(attributes) is dict and not attributes and _fill(self, pairs, methods):  # a fresh instance
-                    return
-            _initialize(self, pairs)
-        return __init__
+    """What replaces grpc's method ``grpcs`` (``attribute`` of methods.cls), counting its calls at ``counter`` first."""
+    def __init__(*args, **kwargs):  # what type() calls with what Metadata(...) was given: grpc's words for errors
+        fastcommon_count(counter)
+        if kwargs or not args:
+            return grpcs(*args, **kwargs)
+        self, pairs = args[0], args[1:]
+        if type(self) is methods.cls and methods.add:
+            attributes = self.__dict__
+            if type(attributes) is dict and not attributes and _fill(self, pairs, methods):  # a fresh instance
+                return
+        _initialize(self, pairs)
 
-    if attribute == "add":
-        def add(self, key, value):
-            fastcommon_count(counter)
-            self._metadata.setdefault(key, [])
-            self._metadata[key].append(value)
-        return add
+    def add(self, key, value):
+        fastcommon_count(counter)
+        self._metadata.setdefault(key, [])
+        self._metadata[key].append(value)
 
-    if attribute == "from_tuple":
-        def from_tuple(cls, raw_metadata):
-            fastcommon_count(counter)
-            if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
-                return _construct(methods, raw_metadata if raw_metadata else ())  # cls(*raw_metadata), or cls()
-            return grpcs(cls, raw_metadata)
-        return from_tuple
+    def from_tuple(cls, raw_metadata):
+        fastcommon_count(counter)
+        if cls is methods.cls and (raw_metadata is None or type(raw_metadata) is tuple):
+            return _construct(methods, raw_metadata if raw_metadata else ())  # cls(*raw_metadata), or cls()
+        return grpcs(cls, raw_metadata)
 
-    if attribute == "_create":
-        def _create(cls, raw_metadata):
-            fastcommon_count(counter)
-            if cls is methods.cls:
-                if raw_metadata is None:
-                    return _construct(methods, ())
-                if type(raw_metadata) is cls:
-                    return raw_metadata
-                if type(raw_metadata) is tuple and not _is_instance(methods, raw_metadata):
-                    return _construct(methods, raw_metadata)
-            return grpcs(cls, raw_metadata)
-        return _create
+    def _create(cls, raw_metadata):
+        fastcommon_count(counter)
+        if cls is methods.cls:
+            if raw_metadata is None:
+                return _construct(methods, ())
+            if type(raw_metadata) is cls:
+                return raw_metadata
+            if type(raw_metadata) is tuple and not _is_instance(methods, raw_metadata):
+                return _construct(methods, raw_metadata)
+        return grpcs(cls, raw_metadata)
 
-    if attribute == "__iter__":
+    if attribute == "__iter__":  # made for __iter__ alone: it and this scope hold each other, a cycle
         @cython.binding(False)  # a builtin: what the iterator calls (iterator.h)
         def start(metadata):
             """The iterator's first step, as grpc's generator's: self._metadata, then what walks it: an exact
             OrderedDict of exact str keys, for the iterator to walk; None when empty; else grpc's own generator."""
+            cdef Py_ssize_t keys
             ordered = metadata._metadata
-            if _plain_ordered_dict(ordered):
-                str_keys = _str_keys(ordered)
-                if str_keys:
-                    return ordered if str_keys > 0 else None
+            if _plain_ordered_dict(ordered) and (keys := _str_keyed(ordered, False)) >= 0:
+                return ordered if keys else None
             generator = grpcs(_read(ordered))
             if not PyIter_Check(generator):  # grpc's gives a generator; anything else is refused as iter() refuses it
                 raise TypeError(f"iter() returned non-iterator of type '{type(generator).__name__}'")
             return generator
 
-        @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
-        def __iter__(self):
-            fastcommon_count(counter)
-            return fastcommon_iterator_new(_Iterator, self, start)
-        return __iter__
+    @cython.always_allow_keywords(True)  # __iter__(self=m), as grpc's own takes it
+    def __iter__(self):
+        fastcommon_count(counter)
+        return fastcommon_iterator_new(_Iterator, self, start)
 
-    if attribute == "__len__":
-        @cython.always_allow_keywords(True)
-        def __len__(self):
-            cdef Py_ssize_t total = 0, position = 0
-            cdef PyObject *key
-            cdef PyObject *values
-            fastcommon_count(counter)
-            metadata = self._metadata
-            if _plain_ordered_dict(metadata):  # exact str keys, exact lists:
-                with cython.critical_section(metadata):
-                    while PyDict_Next(metadata, &position, &key, &values):
-                        if not (_str_exact(key) and _list_exact(values)):
-                            total = -1
-                            break
-                        total += fastcommon_list_size(values)
-                if total >= 0:
-                    return total  # nothing to hash, nothing to call
-            return _deeper(grpcs, _read(metadata))
-        return __len__
+    @cython.always_allow_keywords(True)
+    def __len__(self):
+        cdef Py_ssize_t total
+        fastcommon_count(counter)
+        metadata = self._metadata
+        if _plain_ordered_dict(metadata) and (total := _str_keyed(metadata, True)) >= 0:
+            return total  # exact str keys, exact lists: nothing to hash, nothing to call
+        return _deeper(grpcs, (_read(metadata),))
 
-    if attribute == "__getitem__":
-        def __getitem__(self, key):
-            fastcommon_count(counter)
-            return _getitem(self, key, methods)
-        return __getitem__
+    def __getitem__(self, key):
+        fastcommon_count(counter)
+        return _getitem(self, key, methods)
 
-    if attribute == "get":
-        def get(self, key, default=None):
-            fastcommon_count(counter)
-            try:
-                if type(self) is methods.cls and methods.grpcs_getitem is not None:  # self[key] is the one made with it
-                    fastcommon_count(methods.getitem_counter)
-                    return _getitem(self, key, methods)
-                return self[key]
-            except KeyError:
-                return default
-        return get
+    def get(self, key, default=None):
+        fastcommon_count(counter)
+        try:
+            if type(self) is methods.cls and methods.grpcs_getitem is not None:  # self[key] is the one made with it
+                fastcommon_count(methods.getitem_counter)
+                return _getitem(self, key, methods)
+            return self[key]
+        except KeyError:
+            return default
 
-    if attribute == "get_all":
-        def get_all(self, key):
-            cdef PyObject *found
-            fastcommon_count(counter)
-            metadata = self._metadata
-            if not _plain_ordered_dict(metadata):
-                return _deeper(grpcs, _read(metadata), key)
-            if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
-                values = <object>found
-                Py_DECREF(values)
-                return values
-            return []
-        return get_all
+    def get_all(self, key):
+        cdef PyObject *found
+        fastcommon_count(counter)
+        metadata = self._metadata
+        if not _plain_ordered_dict(metadata):
+            return _deeper(grpcs, (_read(metadata), key))
+        if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
+            values = <object>found
+            Py_DECREF(values)
+            return values
+        return []
 
-    if attribute == "__contains__":
-        def __contains__(self, key):
-            fastcommon_count(counter)
-            if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
-                return _deeper(grpcs, self, key)
-            metadata = self._metadata
-            if type(metadata) is not _OrderedDict:
-                return _deeper(grpcs, _read(metadata), key)
-            return key in metadata
-        return __contains__
+    def __contains__(self, key):
+        fastcommon_count(counter)
+        if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
+            return _deeper(grpcs, (self, key))
+        metadata = self._metadata
+        if type(metadata) is not _OrderedDict:
+            return _deeper(grpcs, (_read(metadata), key))
+        return key in metadata
 
-    if attribute == "__setitem__":
-        def __setitem__(self, key, value):  # [value] under a new key; else value in place of the first
-            fastcommon_count(counter)
-            if key not in self:
-                values = [value]
-            else:
-                current_values = self.get_all(key)
-                values = _first_replaced(value, current_values)
-            metadata = self._metadata
-            if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
-                _deeper(_assign, metadata, key, values)
-                return
-            with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
-                metadata[key] = values
-        return __setitem__
+    def __setitem__(self, key, value):  # [value] under a new key; else value in place of the first
+        fastcommon_count(counter)
+        if key not in self:
+            values = [value]
+        else:
+            current_values = self.get_all(key)
+            values = _first_replaced(value, current_values)
+        metadata = self._metadata
+        if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
+            _deeper(_assign, (metadata, key, values))
+            return
+        with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
+            metadata[key] = values
 
-    if attribute == "_init_metadata":
-        def _init_metadata(metadata=None, compression=None):
-            fastcommon_count(counter)
-            cls = methods.cls  # grpc.aio._channel's Metadata, as judged
-            if compression is None:
-                if metadata is None:  # metadata or Metadata()
+    def _init_metadata(metadata=None, compression=None):
+        fastcommon_count(counter)
+        cls = methods.cls  # grpc.aio._channel's Metadata, as judged
+        if compression is None:
+            if metadata is None:  # metadata or Metadata()
+                return _construct(methods, ())
+            if type(metadata) is cls:
+                return metadata if metadata else _construct(methods, ())
+            if type(metadata) is tuple:
+                if not metadata:
                     return _construct(methods, ())
-                if type(metadata) is cls:
-                    return metadata if metadata else _construct(methods, ())
-                if type(metadata) is tuple:
-                    if not metadata:
-                        return _construct(methods, ())
-                    if not _is_instance(methods, metadata):  # and an exact tuple is a Sequence
-                        if not methods.from_tuple:
-                            return cls.from_tuple(metadata)
-                        fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
-                        return _construct(methods, metadata)
-            return grpcs(metadata, compression)
-        return _init_metadata
+                if not _is_instance(methods, metadata):  # and an exact tuple is a Sequence
+                    if not methods.from_tuple:
+                        return cls.from_tuple(metadata)
+                    fastcommon_count(methods.from_tuple_counter)  # Metadata.from_tuple(tuple(metadata)), in place
+                    return _construct(methods, metadata)
+        return grpcs(metadata, compression)
 
+    for replacement in (__init__, add, from_tuple, _create, __iter__, __len__, __getitem__, get, get_all, __contains__,
+                        __setitem__, _init_metadata):
+        if replacement.__name__ == attribute:
+            return replacement
     raise ValueError(f"fastcommon replaces no {attribute!r}")  # (the registry names what is replaced)
 
 
@@ -429,8 +385,7 @@ def metadata_methods(originals, cls, /, *, counters=None):
         counters[attribute] = counters.get(name, -1)
         fastcommon_check_counter(counters[attribute], True)
         replacement = _replacement(attribute, function, methods, counters[attribute])  # methods: filled in below
-        # grpc's names, doc and annotations, and __wrapped__ (inspect.signature, typing.get_type_hints and pickle by
-        # reference answer as for grpc's own)
+        # grpc's names, doc, annotations and __wrapped__: signature, get_type_hints and pickle answer as for grpc's
         functools.update_wrapper(replacement, function)
         replacement.__annotations__ = function.__annotations__
         if not hasattr(function, "__annotate__"):  # set by Cython with __annotations__; grpc's have none before 3.14

@@ -1,15 +1,12 @@
-/* MetadataIterator: what grpc's Metadata.__iter__ generator yields, in C.
- *
+/* MetadataIterator: what grpc's Metadata.__iter__ generator yields, in C:
  *     for key, values in self._metadata.items():
  *         for value in values:
  *             yield (key, value)
- *
- * As that generator does, it reads self._metadata when first asked for an item, takes each list as it is at each
- * step, lets the OrderedDict's own iterator see changes, lets go of everything once it ends, refuses to be advanced
- * from within itself, makes a StopIteration raised by code it runs RuntimeError (PEP 479), and takes weak references.
- * `start` (fast_metadata.pyx) reads self._metadata and gives back an exact OrderedDict of exact str keys, walked here
- * (finding a key's values runs no Python code), or else grpc's own generator. C because it is an aio call's hottest
- * step: on 3.11 a Cython class cost about 190 instructions more an item, a Cython generator 1,000 more a call. */
+ * As it does, it reads self._metadata at the first item, takes each list as it is at each step, lets the OrderedDict's
+ * iterator see changes, lets go of everything once it ends, refuses to be advanced from within itself, makes a
+ * StopIteration from code it runs RuntimeError (PEP 479), and takes weak references. `start` (fast_metadata.pyx) gives
+ * back an exact OrderedDict of exact str keys, walked here (finding values runs no Python code), or grpc's generator.
+ * C: an aio call's hottest step (3.11: a Cython class ~190 instructions more an item, a generator 1,000 a call). */
 #ifndef FASTCOMMON_ITERATOR_H
 #define FASTCOMMON_ITERATOR_H
 
@@ -195,14 +192,10 @@ static PyMemberDef fastcommon_iterator_members[] = {
 
 static PyType_Slot fastcommon_iterator_slots[] = {
     {Py_tp_doc, (void *)"(key, value) for every value under every key: grpc's Metadata.__iter__, in C."},
-    {Py_tp_iter, (void *)PyObject_SelfIter},
-    {Py_tp_iternext, (void *)fastcommon_iterator_next},
-    {Py_tp_traverse, (void *)fastcommon_iterator_traverse},
-    {Py_tp_clear, (void *)fastcommon_iterator_clear},
-    {Py_tp_dealloc, (void *)fastcommon_iterator_dealloc},
-    {Py_tp_members, (void *)fastcommon_iterator_members},
-    {0, NULL},
-};
+    {Py_tp_iter, (void *)PyObject_SelfIter}, {Py_tp_iternext, (void *)fastcommon_iterator_next},
+    {Py_tp_traverse, (void *)fastcommon_iterator_traverse}, {Py_tp_clear, (void *)fastcommon_iterator_clear},
+    {Py_tp_dealloc, (void *)fastcommon_iterator_dealloc}, {Py_tp_members, (void *)fastcommon_iterator_members},
+    {0, NULL}};
 
 static PyType_Spec fastcommon_iterator_spec = {"fastcommon.fast_metadata.MetadataIterator", sizeof(fastcommon_iterator), 0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,

@@ -22,14 +22,6 @@
 #define FASTCOMMON_RESET_TUPLE_HASH(op) ((void)0)
 #endif
 
-#if defined(Py_TPFLAGS_MANAGED_WEAKREF) /* a __dict__ or a __weakref__ kept before the object: 3.12 on */
-#define FASTCOMMON_MANAGED (Py_TPFLAGS_MANAGED_DICT | Py_TPFLAGS_MANAGED_WEAKREF)
-#elif defined(Py_TPFLAGS_MANAGED_DICT) /* 3.11 */
-#define FASTCOMMON_MANAGED Py_TPFLAGS_MANAGED_DICT
-#else
-#define FASTCOMMON_MANAGED 0
-#endif
-
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall; /* what grpc calls */
@@ -55,11 +47,11 @@ fastcommon_tuple_layout_problem(PyObject *cls)
            && base->tp_dealloc == fastcommon_python_class_dealloc) {
         base = base->tp_base;
     }
-    /* a C subclass (a structseq, say) frees and visits fields of its own beyond the two items written here */
+    /* a C subclass (a structseq, say) frees and visits fields of its own beyond the two items written here; a class
+       statement's __dict__ sets tp_dictoffset (-1 where managed, 3.12 on), and a tuple's can have no __weakref__ */
     return base != &PyTuple_Type ? "is not made by a class statement from tuple"
          : !PyType_HasFeature(type, Py_TPFLAGS_HAVE_GC) ? "is not tracked by the garbage collector"
-         : type->tp_dictoffset || type->tp_weaklistoffset || PyType_HasFeature(type, FASTCOMMON_MANAGED)
-             ? "has a __dict__ or a __weakref__"
+         : type->tp_dictoffset || type->tp_weaklistoffset ? "has a __dict__ or a __weakref__"
          : type->tp_basicsize != PyTuple_Type.tp_basicsize || type->tp_itemsize != PyTuple_Type.tp_itemsize
              ? "has fields of its own"
          : NULL;
@@ -176,8 +168,7 @@ static PyMethodDef fastcommon_constructor_methods[] = {
     {"__instancecheck__", fastcommon_constructor_instancecheck, METH_O, "isinstance(instance, cls)"},
     {"__subclasscheck__", fastcommon_constructor_subclasscheck, METH_O, "issubclass(subclass, cls)"},
     {"__mro_entries__", fastcommon_constructor_mro_entries, METH_O, "(cls,): a class statement subclasses cls"},
-    {NULL, NULL, 0, NULL},
-};
+    {NULL, NULL, 0, NULL}};
 
 static PyMemberDef fastcommon_constructor_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(fastcommon_constructor, vectorcall), READONLY, NULL},
@@ -186,21 +177,14 @@ static PyMemberDef fastcommon_constructor_members[] = {
 static PyType_Slot fastcommon_constructor_slots[] = {
     {Py_tp_doc, (void *)"MetadatumConstructor(cls, /, *, counter=-1)\n--\n\nBuilds cls(key, value) as a namedtuple's "
                         "__new__ does, for a namedtuple cls of two fields, checked; anything else is cls's own."},
-    {Py_tp_new, (void *)fastcommon_constructor_new},
-    {Py_tp_dealloc, (void *)fastcommon_constructor_dealloc},
+    {Py_tp_new, (void *)fastcommon_constructor_new}, {Py_tp_dealloc, (void *)fastcommon_constructor_dealloc},
     {Py_tp_traverse, (void *)fastcommon_constructor_traverse},
     {Py_tp_getattro, (void *)fastcommon_constructor_getattro},
-    {Py_tp_setattro, (void *)fastcommon_constructor_setattro},
-    {Py_tp_repr, (void *)fastcommon_constructor_repr},
-    {Py_tp_richcompare, (void *)fastcommon_constructor_richcompare},
-    {Py_tp_hash, (void *)fastcommon_constructor_hash},
-    {Py_mp_subscript, (void *)fastcommon_constructor_getitem},
-    {Py_nb_or, (void *)fastcommon_constructor_or},
-    {Py_tp_call, (void *)PyVectorcall_Call},
-    {Py_tp_methods, (void *)fastcommon_constructor_methods},
-    {Py_tp_members, (void *)fastcommon_constructor_members},
-    {0, NULL},
-};
+    {Py_tp_setattro, (void *)fastcommon_constructor_setattro}, {Py_tp_repr, (void *)fastcommon_constructor_repr},
+    {Py_tp_richcompare, (void *)fastcommon_constructor_richcompare}, {Py_tp_hash, (void *)fastcommon_constructor_hash},
+    {Py_mp_subscript, (void *)fastcommon_constructor_getitem}, {Py_nb_or, (void *)fastcommon_constructor_or},
+    {Py_tp_call, (void *)PyVectorcall_Call}, {Py_tp_methods, (void *)fastcommon_constructor_methods},
+    {Py_tp_members, (void *)fastcommon_constructor_members}, {0, NULL}};
 
 static PyType_Spec fastcommon_constructor_spec = {"fastcommon.fast_entry.MetadatumConstructor",
     sizeof(fastcommon_constructor), 0,

@@ -1,6 +1,5 @@
-"""fastcommon's bootstrap, first on PYTHONPATH under `python -m fastcommon run` and compare: Python runs it at start-up
-in every process of the program. It imports nothing: it hands grpc to fastcommon once imported (compare's stock runs
-only record it), then runs the program's own sitecustomize. It does no harm under any Python, 2 included."""
+"""fastcommon's bootstrap, first on PYTHONPATH under `run` and compare, run at start-up in every process: it imports
+nothing, hands grpc to fastcommon once imported, then runs the program's own sitecustomize; harmless on any Python."""
 
 # mypy: allow-untyped-defs, allow-untyped-calls
 
@@ -42,9 +41,7 @@ class _GrpcWatcher(object):
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "grpc":
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
+        for finder in [each for each in sys.meta_path if each is not self and hasattr(each, "find_spec")]:
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if hasattr(spec.loader, "exec_module"):

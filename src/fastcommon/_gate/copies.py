@@ -8,15 +8,16 @@ _NOT_COPIED = {"__dict__", "__weakref__", "__slots__", "_abc_impl", "__abstractm
 
 
 def copied(function: Any, **names: Any) -> Any:
-    """grpc's ``function`` and its module's functions that it calls, copied onto its namespace, ``names`` in place."""
+    """grpc's ``function`` (or classmethod, staticmethod) and its module's functions it calls, copied, ``names`` set."""
+    if isinstance(function, (classmethod, staticmethod)):
+        return type(function)(copied(function.__func__, **names))
     if not isinstance(function, types.FunctionType):
         return function
     namespace = dict(function.__globals__, **names)
 
-    def copy(original: types.FunctionType) -> types.FunctionType:
-        twin = types.FunctionType(original.__code__, namespace, original.__name__, original.__defaults__,
-                                  original.__closure__)  # fmt: skip
-        twin.__kwdefaults__ = original.__kwdefaults__
+    def copy(grpcs: types.FunctionType) -> types.FunctionType:
+        twin = types.FunctionType(grpcs.__code__, namespace, grpcs.__name__, grpcs.__defaults__, grpcs.__closure__)
+        twin.__kwdefaults__ = grpcs.__kwdefaults__
         return twin
 
     pending = [function]
@@ -29,11 +30,11 @@ def copied(function: Any, **names: Any) -> Any:
     return copy(function)
 
 
-def detached(cls: Any, base: type, methods: dict[str, Any] | None = None) -> Any:
-    """``cls`` copied onto ``base`` (object or tuple), ``methods`` in place, each set alone: no __set_name__ runs."""
+def detached(cls: Any, base: type) -> Any:
+    """``cls`` copied onto ``base`` (object or tuple), each attribute set alone: no __set_name__ runs."""
     probe = type(cls.__name__, (base,), {"__slots__": ()} if base is tuple else {})
     for klass in reversed(cls.__mro__[: cls.__mro__.index(base)]):
-        for key, value in (vars(klass) | (methods or {}) if klass is cls else vars(klass)).items():
+        for key, value in vars(klass).items():
             if key not in _NOT_COPIED:
                 setattr(probe, key, value)
     return probe

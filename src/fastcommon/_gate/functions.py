@@ -20,34 +20,19 @@ class _PosingAsBytes:
     def decode(self, *args: Any) -> str:
         return f"decoded{args}"
 
-    def __eq__(self, other: object) -> bool:  # one side's equals the other's
-        return type(other) is _PosingAsBytes
-
-    def __hash__(self) -> int:
-        return 0
-
     def __repr__(self) -> str:
         return "an object posing as bytes"
 
 
+_POSING_AS_BYTES = _PosingAsBytes()  # one for both sides, which holds nothing to change: the same is equal
+
+
 def probe_values(recorder: "Recorder") -> list[Any]:
-    """Every kind of input grpc's callers pass or may pass (the subclasses the recorder's); made fresh for each side,
-    in case one mutates them."""
-    return [
-        METHOD_NAME.encode(),
-        "h\xe9llo \U0001f600\x00",
-        memoryview(b"zero-copy slice"),
-        bytearray(b"bytearray"),
-        [b"chunk one, ", b"chunk two"],
-        [memoryview(b"view one, "), memoryview(b"view two")],
-        [],
-        None,
-        recorder.str("str subclass"),
-        recorder.bytes(b"bytes subclass"),
-        _PosingAsBytes(),
-        b"\xff\xfeh\xc3\xa9\xe2\x82",  # invalid UTF-8
-        "\ud800",  # a lone surrogate
-    ]
+    """Every kind of input grpc's callers pass or may pass (the subclasses the recorder's); fresh for each side."""
+    return [METHOD_NAME.encode(), "h\xe9llo \U0001f600\x00", memoryview(b"zero-copy slice"), bytearray(b"bytearray"),
+            [b"chunk one, ", b"chunk two"], [memoryview(b"view one, "), memoryview(b"view two")], [], None,
+            recorder.str("str subclass"), recorder.bytes(b"bytes subclass"), _POSING_AS_BYTES,
+            b"\xff\xfeh\xc3\xa9\xe2\x82", "\ud800"]  # fmt: skip  # the last two: invalid UTF-8, a lone surrogate
 
 
 def _observable(value: Any) -> Any:
@@ -77,8 +62,8 @@ class _Transformer:
 
 
 class Recorder:
-    """grpc._common's _LOGGER while probing: keeps the probes' failures; others (a finalizer's, say) go to grpc's. It
-    makes one judgement's probe classes (str and bytes subclasses, the error raised): none exist at import."""
+    """grpc._common's _LOGGER while probing: keeps the probes' failures, others (a finalizer's) go to grpc's; and one
+    judgement's probe classes (str and bytes subclasses, the error raised): none exist at import."""
 
     def __init__(self) -> None:
         self.records: list[tuple[Any, ...]] = []
@@ -86,29 +71,21 @@ class Recorder:
         self.str, self.bytes = type("_ProbeStr", (str,), {}), type("_ProbeBytes", (bytes,), {})
 
     def exception(self, msg: object, *args: Any, **kwargs: Any) -> None:
-        exc = sys.exc_info()[1]
-        if not isinstance(exc, self.error):
+        if isinstance(exc := sys.exc_info()[1], self.error):
+            self.records.append((logging.ERROR, str(msg) % args if args else str(msg), type(exc), str(exc)))
+        else:
             common.grpcs_logger().exception(msg, *args, stacklevel=2, **kwargs)
-            return
-        self.records.append((logging.ERROR, str(msg) % args if args else str(msg), type(exc), str(exc)))
 
 
-def _probe_calls(arity: int, recorder: Recorder) -> list[tuple[Any, _Transformer | None]]:
-    """The (value, transformer) calls that probe a conversion (arity 1) or a wrapper (2), made fresh for each side."""
+def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> list[tuple[tuple[Any, ...], Any]]:
+    """Each probe's arguments, and everything observable about ``function`` on them; made fresh for each side."""
     calls: list[tuple[Any, _Transformer | None]] = [(value, None) for value in probe_values(recorder)]
     if arity == 2:
         calls += [(value, _Transformer(raises=None)) for value in probe_values(recorder)]
-        # The failure path depends on the input no more than the returning recorder already shows:
-        # bytes, a memoryview and a list of chunks, the three that grpc hands over, are enough.
-        values = probe_values(recorder)
+        values = probe_values(recorder)  # failing: what grpc hands over (bytes, a memoryview, chunks); the rest, above
         calls += [(values[i], _Transformer(raises=recorder.error)) for i in (0, 2, 4)]
-    return calls
-
-
-def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> list[tuple[Any, ...]]:
-    """Everything observable about ``function`` on each probe."""
     outcomes = []
-    for value, transformer in _probe_calls(arity, recorder):
+    for value, transformer in calls:
         args = (value,) if arity == 1 else (value, transformer)
         del recorder.records[:]
         try:
@@ -117,7 +94,7 @@ def _outcomes(arity: int, function: Callable[..., Any], recorder: Recorder) -> l
             observed: tuple[Any, ...] = ("raised", type(exc), str(exc))
         else:
             observed = ("returned", _observable(result), result is value)
-        outcomes.append((observed, list(recorder.records), transformer and transformer.handed))
+        outcomes.append((args, (observed, list(recorder.records), transformer and transformer.handed)))
     return outcomes
 
 
@@ -130,9 +107,6 @@ def difference(name: str, arity: int, grpcs: Callable[..., Any], fastcommons: Ca
         mine = _outcomes(arity, fastcommons, recorder)
     finally:
         del common.PROBING.recorder
-    if theirs == mine:
-        return None
-    index = next(i for i, (their, my) in enumerate(zip(theirs, mine, strict=False)) if their != my)
-    value, transformer = _probe_calls(arity, recorder)[index]
-    argument = "" if arity == 1 else f", {transformer or 'None'}"
-    return f"it differs on a probe: {name}({type(value).__name__} {value!r:.40}{argument})"
+    differing = (args for (args, their), (_, my) in zip(theirs, mine, strict=True) if their != my)
+    described = (", ".join([f"{type(args[0]).__name__} {args[0]!r:.40}", *map(str, args[1:])]) for args in differing)
+    return next((f"it differs on a probe: {name}({arguments})" for arguments in described), None)

@@ -1,20 +1,72 @@
-"""The gate's judgement of grpc.aio's Metadata: its class's shape, then probes of its methods, run together, since
-fastcommon's call each other as their class holds them: each scenario of metadata_probes runs on a copy of grpc's
-Metadata (no subclass of it) with grpc's methods and with fastcommon's, and _init_metadata as a copy of grpc's naming
-that class Metadata. Where together they differ (fastcommon's __init__ adds in place only beside its add), each is
-left out in turn: the verdict names the one that makes the difference."""
+"""The gate's judgement of grpc's metadata. Its entry class, cygrpc._Metadatum: its shape, then probes of what it
+builds. grpc.aio's Metadata: its class's shape, then metadata_probes' scenarios on a copy of it with grpc's methods
+and with fastcommon's together (they call each other); where they differ, each left out in turn."""
 
 import collections
 import functools
+import gc
+import types
+from collections.abc import Callable
 from typing import Any
 
 from .. import _grpc, _implementation
-from .._registry import BY_NAME, METHOD, STATICMETHOD, of_kind
+from .._registry import BY_NAME, CLASS, METHOD, STATICMETHOD, USER_AGENT, of_kind
 from . import metadata_probes as probes
 from .copies import copied, detached
 
 # collections.abc.Sequence to _init_metadata's copy: the same answers on the probes' arguments, no abc cache filled.
 Sequence = (tuple, list, str, bytes, bytearray, range, memoryview, collections.deque)
+
+
+@functools.cache
+def _namedtuples_new() -> types.CodeType:
+    """The code of __new__ of grpc's namedtuple, to compare with; made when first needed (32 µs), the class not kept."""
+    return collections.namedtuple(of_kind(CLASS)[0].attribute, ("key", "value")).__new__.__code__
+
+
+def entry_class_difference(cls: Any) -> str | None:
+    """How grpc's metadata entry class differs from the namedtuple fastcommon builds; None if it does not."""
+    reference = _namedtuples_new()
+    new = getattr(cls, "__new__", None)
+    checks = [
+        (isinstance(cls, type) and type(cls) is type and cls.__mro__[1:] == (tuple, object), "a plain tuple subclass"),
+        (getattr(cls, "_fields", None) == ("key", "value"), "fields ('key', 'value')"),
+        (getattr(cls, "__dictoffset__", None) == 0 and getattr(cls, "__weakrefoffset__", None) == 0, "no __dict__"),
+        (getattr(cls, "__init__", None) is tuple.__init__, "no __init__ of its own"),
+        (isinstance(new, types.FunctionType) and new.__defaults__ is None
+         and (new.__code__.co_code, new.__code__.co_names) == (reference.co_code, reference.co_names)
+         and new.__globals__.get("_tuple_new") is tuple.__new__, "namedtuple's own __new__"),
+    ]  # fmt: skip
+    missing = [what for holds, what in checks if not holds]
+    return f"it is not the namedtuple fastcommon builds (it lacks: {', '.join(missing)})" if missing else None
+
+
+ENTRY_PROBES: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    (USER_AGENT, {}), (("trace-proto-bin", b"\x00\xff\x80binary"), {}), (("", ""), {}),
+    (("x-caf\xe9", "na\xefve \U0001f600"), {}), (("key", "value"), {"extra": 1}), ((), {"key": "k", "value": "v"}),
+    (("k",), {}), (("k", "v", "surplus"), {}), ((), {})]  # fmt: skip
+
+
+def _entry_outcome(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Everything observable about one construction: the object and its behaviour, or the exception."""
+    try:  # observing too: whatever a changed class does, the gate answers and never raises
+        entry = build(*args, **kwargs)
+        given = (*args, *kwargs.values())
+        made = (type(entry), tuple(entry), [item is argument for item, argument in zip(entry, given, strict=False)])
+        behaves = (repr(entry), hash(entry), entry._asdict(), entry._replace(value="replaced"), gc.is_tracked(entry))
+        return "returned", made, behaves, entry.__reduce_ex__(2)[1:]
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+def entry_difference(cls: Any) -> str | None:
+    """The first probe on which fastcommon's entries differ from those of grpc's class ``cls``, described; or None."""
+    probed = detached(cls, tuple)  # both probed on a copy: pickling an entry writes __slotnames__ into its class
+    build = _implementation.compiled["fast_entry"].MetadatumConstructor(probed)
+    for args, kwargs in ENTRY_PROBES:
+        if _entry_outcome(probed, args, kwargs) != _entry_outcome(build, args, kwargs):
+            return f"it differs on a probe: {cls.__name__}(*{args!r:.40}, **{kwargs!r})"
+    return None
 
 
 def class_difference() -> str | None:
@@ -35,8 +87,7 @@ def class_difference() -> str | None:
 
 
 def differences(originals: dict[str, Any]) -> dict[str, str | None]:
-    """For each of grpc's original methods ``originals`` (by name), why fastcommon's may not replace it, or None:
-    judged from what grpc holds now (nothing is remembered from an earlier judgement)."""
+    """Why fastcommon's may not replace each of grpc's methods ``originals`` (by name), or None; judged anew."""
     cls, made = _grpc.metadata_class(), probes.made()
     theirs = _outcomes(originals, [], cls, made)  # grpc's alone, once: each difference compares with it
 
@@ -55,30 +106,21 @@ def differences(originals: dict[str, Any]) -> dict[str, str | None]:
 
 
 def _outcomes(originals: dict[str, Any], replaced: list[str], cls: Any, made: Any) -> list[Any]:
-    """Each scenario's outcome with grpc's ``originals`` (by name), fastcommon's in place of those ``replaced``; the
-    probes pass the classes ``made`` (probes.made())."""
+    """Each scenario's outcome with grpc's ``originals``, fastcommon's for those ``replaced``, the classes ``made``."""
     probe = detached(cls, object)
     methods = {  # grpc's, naming the copy Metadata (grpc 1.80's _create makes a Metadata(), not a cls())
-        name: _naming(each, Metadata=probe) for name, each in originals.items() if BY_NAME[name].kind != STATICMETHOD
+        name: copied(each, Metadata=probe) for name, each in originals.items() if BY_NAME[name].kind != STATICMETHOD
     }
-    for name, original in methods.items():
-        setattr(probe, BY_NAME[name].attribute, original)
-    make = _implementation.metadata_methods
-    for name, replacement in make({name: methods[name] for name in replaced if name in methods}, probe).items():
-        setattr(probe, BY_NAME[name].attribute, replacement)
+    make = _implementation.replacements
+    methods |= make({name: methods[name] for name in replaced if name in methods}, probe)  # fastcommon's in their place
+    for name, method in methods.items():
+        setattr(probe, BY_NAME[name].attribute, method)
     outcomes = [(label, probes.outcome(scenario, probe)) for label, scenario in probes.scenarios(*made)]
     init_metadata = next((name for name in originals if name not in methods), None)  # probed on calls of its own
     if init_metadata is not None:
-        original = _naming(originals[init_metadata], Metadata=probe, Sequence=Sequence)
+        original = copied(originals[init_metadata], Metadata=probe, Sequence=Sequence)
         function = make({init_metadata: original}, probe)[init_metadata] if init_metadata in replaced else original
         for label, args in probes.init_metadata_arguments(probe, *made[:2]):
             answer = functools.partial(probes.init_metadata_answer, args)
             outcomes.append((f"_init_metadata({label})", probes.outcome(answer, function.__func__)))
     return outcomes
-
-
-def _naming(method: Any, **names: Any) -> Any:
-    """grpc's ``method`` (a function, a classmethod or a staticmethod) copied, with ``names`` in its module's place."""
-    if isinstance(method, (classmethod, staticmethod)):
-        return type(method)(copied(method.__func__, **names))
-    return copied(method, **names)

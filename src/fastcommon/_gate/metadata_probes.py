@@ -1,6 +1,5 @@
-"""What the gate compares of grpc.aio's Metadata: scenarios, each doing to a class (the gate's copy of grpc's Metadata,
-with grpc's own methods or fastcommon's) what users, interceptors and grpc do with one. Compared are results and their
-types, the instances' state (their ``_metadata``), exception types, texts and causes."""
+"""The gate's probes of grpc.aio's Metadata: scenarios that do to a copy of its class (grpc's or fastcommon's methods)
+what users, interceptors and grpc do; compared: results, their types, _metadata, exceptions, their texts and causes."""
 
 import copy
 import sys
@@ -15,17 +14,14 @@ def state(metadata: Any) -> Any:
     """What a Metadata instance holds, read from its attributes alone: no method of its class is called."""
     attributes = vars(metadata)
     held = attributes.get("_metadata")
-    if isinstance(held, dict):
-        contents: Any = [(key, type(values), list(values) if isinstance(values, list) else values)
-                         for key, values in held.items()]  # fmt: skip
-    else:
-        contents = repr(held)
+    if not isinstance(held, dict):
+        return sorted(attributes), type(held), repr(held)
+    contents = [(key, type(each), list(each) if isinstance(each, list) else each) for key, each in held.items()]
     return sorted(attributes), type(held), contents
 
 
 def seen(value: Any) -> Any:
-    """An observable form of what a scenario gave: a Metadata as its state, a value as its type and value, any
-    other object as its type alone (where it matters that it is an argument itself, the scenario says so)."""
+    """What a scenario gave, as seen: a Metadata as its state, a value as type and value, anything else as its type."""
     if hasattr(value, "_metadata") and not isinstance(value, type):
         return "a Metadata", type(value).__name__, state(value)
     if isinstance(value, (list, tuple)):
@@ -58,13 +54,12 @@ def steps(iterator: Any, limit: int = 12) -> list[Any]:
     return taken
 
 
-def _after(cls: Any, action: Callable[[Any], Any], pairs: Any = PAIRS) -> Any:
-    """The instance made of ``pairs``, after ``action`` was done to it; the action's result is part of what is seen."""
-    metadata = cls(*pairs)
-    return [action(metadata), metadata]
+def _after(action: Callable[[Any], Any], pairs: Any = PAIRS) -> Callable[[Any], Any]:
+    """The scenario: the instance made of ``pairs``, after ``action`` was done to it; the action's result seen too."""
+    return lambda cls: [action(metadata := cls(*pairs)), metadata]
 
 
-def _iterate_changing(cls: Any, change: Callable[[Any], Any], before_first: bool = False) -> Any:
+def _iterated(cls: Any, change: Callable[[Any], Any], before_first: bool = False) -> Any:
     metadata = cls(*PAIRS)
     iterator = iter(metadata)
     first = [] if before_first else [seen(next(iterator))]
@@ -103,12 +98,10 @@ def _subclass_adding_upper(cls: Any) -> Any:
 
 
 def made() -> tuple[Any, Any, Any]:
-    """The classes the probes pass, made for each judgement and freed with it (importing fastcommon makes none): an
-    Entry as grpc's core hands one over, a key whose hash runs code, a pair that iterates its own way."""
+    """The probes' classes, made per judgement (none at import): grpc core's Entry, a hashing key, a pair's own iter."""
 
     class Hashing(str):
-        """A key whose hash runs ``action`` until it is None. The actions never raise: a hash that raises inside
-        OrderedDict.setdefault aborts Debian's debug CPython 3.11.2, grpc's code alone."""
+        """A key whose hash runs ``action`` until None; never raising (in setdefault, Debian's 3.11.2-dbg aborts)."""
 
         action: Callable[[], Any] | None
 
@@ -137,11 +130,11 @@ def _with_hashing(hashing: Any, make: Callable[[Any], Any], action: Callable[[],
         key.action = None
 
 
-def _hostile_init(cls: Any, hashing: Any, action: Callable[[list[Any]], Any], maker: str = "") -> Any:
-    """cls(first, later) or cls.maker((first, later)), hashing the first key (as add does) doing ``action`` to later."""
+def _hostile_init(cls: Any, hashing: Any, method: str, *args: Any, maker: str = "") -> Any:
+    """cls(first, later) or cls.maker((first, later)); the first key's hash (as add does) calls later.method(*args)."""
     later = ["k", "v"]
     make = getattr(cls, maker) if maker else lambda pairs: cls(*pairs)
-    return _with_hashing(hashing, lambda key: make(((key, "x"), later)), lambda: action(later))
+    return _with_hashing(hashing, lambda key: make(((key, "x"), later)), lambda: getattr(later, method)(*args))
 
 
 def _again_hashing(cls: Any, hashing: Any, action: Callable[[Any], Any]) -> Any:
@@ -191,20 +184,17 @@ def scenarios(Entry: Any, Hashing: Any, OwnIteration: Any) -> list[tuple[str, Ca
         ("Metadata(pairs, a long list last)", lambda cls: cls(*PAIRS, ["k", "v", "x"])),
         ("Metadata(a pair iterating its own way)", lambda cls: cls(OwnIteration(("k", "v")))),
         ("Metadata(a list subclass pair)", lambda cls: cls(type("Pair", (list,), {})(["k", "v"]))),
-        ("a key's hash empties a later pair", lambda cls: _hostile_init(cls, Hashing, list.clear)),
-        ("a key's hash shortens a later pair",
-         lambda cls: _hostile_init(cls, Hashing, lambda later: later.__delitem__(slice(1, None)))),
-        ("a key's hash lengthens a later pair",
-         lambda cls: _hostile_init(cls, Hashing, lambda later: later.append("x"))),
-        ("a key's hash replaces a later pair's key",
-         lambda cls: _hostile_init(cls, Hashing, lambda later: later.insert(0, "z"))),
+        ("a key's hash empties a later pair", lambda cls: _hostile_init(cls, Hashing, "clear")),
+        ("a key's hash shortens a later pair", lambda cls: _hostile_init(cls, Hashing, "__delitem__", slice(1, None))),
+        ("a key's hash lengthens a later pair", lambda cls: _hostile_init(cls, Hashing, "append", "x")),
+        ("a key's hash replaces a later pair's key", lambda cls: _hostile_init(cls, Hashing, "insert", 0, "z")),
         ("a key's hash replaces _metadata", lambda cls: _again_hashing(cls, Hashing, _holding(OrderedDict()))),
         ("a key's hash deletes _metadata",
          lambda cls: _again_hashing(cls, Hashing, lambda m: vars(m).pop("_metadata", None))),
         ("a key's hash rebinds add", lambda cls: _add_rebound_midway(cls, Hashing)),
         ("an instance's own add", _own_add),
         ("from_tuple, a key's hash empties a later pair",
-         lambda cls: _hostile_init(cls, Hashing, list.clear, "from_tuple")),
+         lambda cls: _hostile_init(cls, Hashing, "clear", maker="from_tuple")),
         ("from_tuple(())", lambda cls: cls.from_tuple(())),
         ("from_tuple(pairs)", lambda cls: cls.from_tuple(PAIRS)),
         ("from_tuple(entries)", lambda cls: cls.from_tuple(tuple(Entry(*pair) for pair in PAIRS))),
@@ -223,61 +213,56 @@ def scenarios(Entry: Any, Hashing: Any, OwnIteration: Any) -> list[tuple[str, Ca
         ("_create(5)", lambda cls: cls._create(5)),
         ("a subclass's _create(None)", lambda cls: _subclass_adding_upper(cls)._create(None)),
         # Changing one.
-        ("add", lambda cls: _after(cls, lambda m: [m.add("a", "x"), m.add("new", b"y"), m.add(1, "z")])),
-        ("add, unhashable", lambda cls: _after(cls, lambda m: m.add([], "v"))),
-        ("add to values not a list", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x",)), m.add("t", "y")], ())),
-        ("add without _metadata", lambda cls: _after(cls, lambda m: [vars(m).pop("_metadata"), m.add("a", "v")], ())),
-        ("add to a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": ["1"]})(m), m.add("a", "v")], ())),
-        ("setitem", lambda cls: _after(cls, lambda m: [m.__setitem__("new", "v"), m.__setitem__("a", "v2")])),
-        ("setitem, keys not str",
-         lambda cls: _after(cls, lambda m: [m.__setitem__(1, "x"), m.__setitem__(b"b", 1)], ())),
-        ("setitem, unhashable", lambda cls: _after(cls, lambda m: m.__setitem__([], "v"))),
-        ("setitem over values not a list",
-         lambda cls: _after(cls, lambda m: [m.set_all("t", "xyz"), m.__setitem__("t", "w")], ())),
+        ("add", _after(lambda m: [m.add("a", "x"), m.add("new", b"y"), m.add(1, "z")])),
+        ("add, unhashable", _after(lambda m: m.add([], "v"))),
+        ("add to values not a list", _after(lambda m: [m.set_all("t", ("x",)), m.add("t", "y")], ())),
+        ("add without _metadata", _after(lambda m: [vars(m).pop("_metadata"), m.add("a", "v")], ())),
+        ("add to a plain dict", _after(lambda m: [_holding({"a": ["1"]})(m), m.add("a", "v")], ())),
+        ("setitem", _after(lambda m: [m.__setitem__("new", "v"), m.__setitem__("a", "v2")])),
+        ("setitem, keys not str", _after(lambda m: [m.__setitem__(1, "x"), m.__setitem__(b"b", 1)], ())),
+        ("setitem, unhashable", _after(lambda m: m.__setitem__([], "v"))),
+        ("setitem over values not a list", _after(lambda m: [m.set_all("t", "xyz"), m.__setitem__("t", "w")], ())),
         # Reading one.
-        ("getitem", lambda cls: _after(cls, lambda m: [m["a"], m["b"]])),
-        ("getitem, missing", lambda cls: _after(cls, lambda m: m["missing"])),
-        ("getitem, empty values", lambda cls: _after(cls, lambda m: [m._metadata.__setitem__("e", []), m["e"]])),
-        ("getitem, values a tuple", lambda cls: _after(cls, lambda m: [m.set_all("t", ("x", "y")), m["t"]])),
-        ("getitem, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m[1]])),
-        ("getitem, unhashable", lambda cls: _after(cls, lambda m: m[[]])),
-        ("getitem, a tuple key", lambda cls: _after(cls, lambda m: m[("t", 1)])),
-        ("get", lambda cls: _after(cls, lambda m: [m.get("a"), m.get("?"), m.get("?", "d"), m.get("?", default=1)])),
-        ("get, empty values", lambda cls: _after(cls, lambda m: [m._metadata.__setitem__("e", []), m.get("e", "d")])),
-        ("get, unhashable", lambda cls: _after(cls, lambda m: m.get([]))),
-        ("get_all", lambda cls: _after(cls, lambda m: [m.get_all("a"), m.get_all("a") is vars(m)["_metadata"]["a"]])),
-        ("get_all, missing", lambda cls: _after(cls, lambda m: [m.get_all("x"), m.get_all("x") is m.get_all("x")])),
-        ("get_all, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), m.get_all(1), m.get_all([])])),
-        ("contains", lambda cls: _after(cls, lambda m: ["a" in m, "missing" in m, "" in m])),
-        ("contains, keys not str", lambda cls: _after(cls, lambda m: [m.add(1, "x"), 1 in m, b"a" in m, None in m])),
-        ("contains, unhashable", lambda cls: _after(cls, lambda m: [] in m)),
-        ("contains, a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": 1})(m), "a" in m], ())),
-        ("len", lambda cls: _after(cls, len)),
-        ("len, empty", lambda cls: _after(cls, len, ())),
-        ("len, values a str", lambda cls: _after(cls, lambda m: [m.set_all("s", "abc"), len(m)])),
-        ("len, values without a length", lambda cls: _after(cls, lambda m: [m.set_all("s", 5), len(m)])),
-        ("len, a plain dict", lambda cls: _after(cls, lambda m: [_holding({"a": ["1", "2"]})(m), len(m)], ())),
-        ("len without _metadata", lambda cls: _after(cls, lambda m: [vars(m).pop("_metadata"), len(m)], ())),
+        ("getitem", _after(lambda m: [m["a"], m["b"]])),
+        ("getitem, missing", _after(lambda m: m["missing"])),
+        ("getitem, empty values", _after(lambda m: [m._metadata.__setitem__("e", []), m["e"]])),
+        ("getitem, values a tuple", _after(lambda m: [m.set_all("t", ("x", "y")), m["t"]])),
+        ("getitem, keys not str", _after(lambda m: [m.add(1, "x"), m[1]])),
+        ("getitem, unhashable", _after(lambda m: m[[]])),
+        ("getitem, a tuple key", _after(lambda m: m[("t", 1)])),
+        ("get", _after(lambda m: [m.get("a"), m.get("?"), m.get("?", "d"), m.get("?", default=1)])),
+        ("get, empty values", _after(lambda m: [m._metadata.__setitem__("e", []), m.get("e", "d")])),
+        ("get, unhashable", _after(lambda m: m.get([]))),
+        ("get_all", _after(lambda m: [m.get_all("a"), m.get_all("a") is vars(m)["_metadata"]["a"]])),
+        ("get_all, missing", _after(lambda m: [m.get_all("x"), m.get_all("x") is m.get_all("x")])),
+        ("get_all, keys not str", _after(lambda m: [m.add(1, "x"), m.get_all(1), m.get_all([])])),
+        ("contains", _after(lambda m: ["a" in m, "missing" in m, "" in m])),
+        ("contains, keys not str", _after(lambda m: [m.add(1, "x"), 1 in m, b"a" in m, None in m])),
+        ("contains, unhashable", _after(lambda m: [] in m)),
+        ("contains, a plain dict", _after(lambda m: [_holding({"a": 1})(m), "a" in m], ())),
+        ("len", _after(len)),
+        ("len, empty", _after(len, ())),
+        ("len, values a str", _after(lambda m: [m.set_all("s", "abc"), len(m)])),
+        ("len, values without a length", _after(lambda m: [m.set_all("s", 5), len(m)])),
+        ("len, a plain dict", _after(lambda m: [_holding({"a": ["1", "2"]})(m), len(m)], ())),
+        ("len without _metadata", _after(lambda m: [vars(m).pop("_metadata"), len(m)], ())),
         # Iterating one, changing it on the way.
         ("tuple()", lambda cls: tuple(cls(*PAIRS))),
         ("tuple(), empty", lambda cls: tuple(cls())),
-        ("iteration, a value added to the current key",
-         lambda cls: _iterate_changing(cls, lambda m: m.add("a", "late"))),
-        ("iteration, a key added", lambda cls: _iterate_changing(cls, lambda m: m.add("new", "x"))),
-        ("iteration, a key deleted", lambda cls: _iterate_changing(cls, lambda m: m.delete_all("b"))),
-        ("iteration, a value replaced", lambda cls: _iterate_changing(cls, lambda m: m.__setitem__("b", "B"))),
-        ("iteration, metadata replaced first",
-         lambda cls: _iterate_changing(cls, _holding(OrderedDict(z=["1"])), True)),
-        ("iteration, a plain dict", lambda cls: _iterate_changing(cls, _holding({"z": ["1", "2"]}), True)),
-        ("iteration, values a tuple", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", ("x", "y")), True)),
-        ("iteration, values not iterable", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", 5), True)),
-        ("iteration, values emptied", lambda cls: _iterate_changing(cls, lambda m: m.set_all("b", []), True)),
-        ("iteration, without _metadata", lambda cls: _iterate_changing(cls, lambda m: delattr(m, "_metadata"), True)),
+        ("iteration, a value added to the current key", lambda cls: _iterated(cls, lambda m: m.add("a", "late"))),
+        ("iteration, a key added", lambda cls: _iterated(cls, lambda m: m.add("new", "x"))),
+        ("iteration, a key deleted", lambda cls: _iterated(cls, lambda m: m.delete_all("b"))),
+        ("iteration, a value replaced", lambda cls: _iterated(cls, lambda m: m.__setitem__("b", "B"))),
+        ("iteration, metadata replaced first", lambda cls: _iterated(cls, _holding(OrderedDict(z=["1"])), True)),
+        ("iteration, a plain dict", lambda cls: _iterated(cls, _holding({"z": ["1", "2"]}), True)),
+        ("iteration, values a tuple", lambda cls: _iterated(cls, lambda m: m.set_all("b", ("x", "y")), True)),
+        ("iteration, values not iterable", lambda cls: _iterated(cls, lambda m: m.set_all("b", 5), True)),
+        ("iteration, values emptied", lambda cls: _iterated(cls, lambda m: m.set_all("b", []), True)),
+        ("iteration, without _metadata", lambda cls: _iterated(cls, lambda m: delattr(m, "_metadata"), True)),
         ("iteration, added to after its end", _added_to_after_its_end),
         ("iteration, asked from within", _reentered),
         # Comparing, printing, pickling, copying one.
-        ("equality",
-         lambda cls: [cls(*PAIRS) == cls(*PAIRS), cls(*PAIRS) == tuple(cls(*PAIRS)), cls(*PAIRS) == PAIRS,
+        ("equality", lambda cls: [cls(*PAIRS) == cls(*PAIRS), cls(*PAIRS) == tuple(cls(*PAIRS)), cls(*PAIRS) == PAIRS,
                       cls() == ()]),
         ("repr", lambda cls: [repr(cls(*PAIRS)), repr(cls())]),
         ("pickling", _pickled),
@@ -288,25 +273,15 @@ def scenarios(Entry: Any, Hashing: Any, OwnIteration: Any) -> list[tuple[str, Ca
 def init_metadata_arguments(metadata_class: Any, Entry: Any, Hashing: Any) -> list[tuple[str, tuple[Any, Any]]]:
     """What the gate passes _init_metadata(metadata, compression): every kind of metadata a call is given."""
     compression = sys.modules["grpc"].Compression  # imported with grpc.aio, whose Metadata this is
-    return [
-        ("None", (None, None)),
-        ("()", ((), None)),
-        ("[]", ([], None)),
-        ("pairs", (PAIRS, None)),
-        ("entries", (tuple(Entry(*pair) for pair in PAIRS), None)),
-        ("a list of pairs", (list(PAIRS), None)),
-        ("a Metadata", (metadata_class(*PAIRS), None)),
-        ("an empty Metadata", (metadata_class(), None)),
-        ("a subclass's", (type("Sub", (metadata_class,), {})(*PAIRS), None)),
-        ("an iterator", (iter(()), None)),
-        ("'ab'", ("ab", None)),
-        ("a bad pair", ((("k",),), None)),
-        ("a bad pair last", ((*PAIRS, ("k", "v", "x")), None)),
-        ("a key's hash empties a later pair", (((Hashing("a", (later := ["k", "v"]).clear), "x"), later), None)),
-        ("pairs, gzip", (PAIRS, compression.Gzip)),
-        ("None, gzip", (None, compression.Gzip)),
-        ("pairs, no compression", (PAIRS, compression.NoCompression)),
-    ]
+    given = {"None": None, "()": (), "[]": [], "pairs": PAIRS, "entries": tuple(Entry(*pair) for pair in PAIRS),
+             "a list of pairs": list(PAIRS), "a Metadata": metadata_class(*PAIRS),
+             "an empty Metadata": metadata_class(), "a subclass's": type("Sub", (metadata_class,), {})(*PAIRS),
+             "an iterator": iter(()), "'ab'": "ab", "a bad pair": (("k",),),
+             "a bad pair last": (*PAIRS, ("k", "v", "x"))}  # fmt: skip
+    given["a key's hash empties a later pair"] = ((Hashing("a", (later := ["k", "v"]).clear), "x"), later)
+    return [(label, (metadata, None)) for label, metadata in given.items()] + [
+        ("pairs, gzip", (PAIRS, compression.Gzip)), ("None, gzip", (None, compression.Gzip)),
+        ("pairs, no compression", (PAIRS, compression.NoCompression))]  # fmt: skip
 
 
 def init_metadata_answer(args: tuple[Any, Any], init_metadata: Any) -> Any:
