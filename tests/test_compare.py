@@ -1036,3 +1036,32 @@ def test_a_unittest_suite_that_runs_its_tests_in_another_order_is_not_broken_by_
         assert "ValueError" not in stderr.read()
     first = "fastcommon compare: stock and patched differ in 1 of 3 tests and the exit status"
     assert (result.returncode, result.stdout.splitlines()[0]) == (1, first), result.stdout
+
+
+# Found by review: _recording.append wrote through builtins.open, which a fixture's mock.patch("builtins.open") replaces
+# while pytest reports the test's call: its outcome went into the mock, in both runs, and a test that passed stock and
+# failed patched was judged "the same".
+def test_a_test_whose_fixture_replaces_builtins_open_is_still_compared(folder):
+    write(
+        folder,
+        "test_open.py",
+        f"""
+        from unittest import mock
+        import grpc._common
+        import pytest
+
+        @pytest.fixture
+        def fake_open():
+            with mock.patch("builtins.open", mock.mock_open(read_data="x")) as fake:
+                yield fake
+
+        def test_encode_is_grpcs(fake_open):
+            assert not ({IS_PATCHED})
+
+        def test_fails_both_ways():
+            assert False
+    """,
+    )
+    result = compare("--reruns", "0", *PYTEST, "test_open.py", cwd=folder)
+    assert result.returncode == 1, result.stdout
+    assert "  test_open.py::test_encode_is_grpcs: passed -> failed" in result.stdout.splitlines()

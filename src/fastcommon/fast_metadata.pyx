@@ -48,6 +48,7 @@ if _ATTRIBUTES_AT <= 0:
 cdef void *_TUPLE_ITER = PyType_GetSlot(<PyTypeObject *>tuple, Py_tp_iter)
 cdef newfunc _object_new = <newfunc>PyType_GetSlot(<PyTypeObject *>object, Py_tp_new)  # object.__new__
 cdef tuple _NO_ARGS = ()
+cdef object _MISSING = object()
 
 
 cdef inline bint _plain_ordered_dict(object mapping):
@@ -176,12 +177,18 @@ cdef class _Read:
 cdef bint _COUNT_LEVELS = sys.version_info < (3, 12)
 
 
-cdef object _deeper(object function, tuple arguments):
-    """function(*arguments) where a nested Metadata recurses: the level counted, as grpc's frame counts."""
+cdef object _deeper(object function, object first, object key=_MISSING, object values=_MISSING):
+    """function(first[, key[, values]]) where a nested Metadata recurses: the level counted, as grpc's frame counts.
+    Called with its arguments spelled out: vectorcall, which counts no level of its own (function(*arguments) would
+    be Cython's PyObject_Call, which does)."""
     if _COUNT_LEVELS:
         Py_EnterRecursiveCall("")
     try:
-        return function(*arguments)
+        if key is _MISSING:
+            return function(first)
+        if values is _MISSING:
+            return function(first, key)
+        return function(first, key, values)
     finally:
         if _COUNT_LEVELS:
             Py_LeaveRecursiveCall()
@@ -228,7 +235,7 @@ cdef object _getitem(object self, object key, _Methods methods):
             return values[0]
     except (ValueError, IndexError) as error:
         raise KeyError(f"{key!r}") from error
-    return _deeper(methods.grpcs_getitem, (_read(metadata), key))  # grpc's own, which turns its errors into KeyError
+    return _deeper(methods.grpcs_getitem, _read(metadata), key)  # grpc's own, which turns its errors into KeyError
 
 
 cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ssize_t counter):
@@ -292,7 +299,7 @@ cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ss
         metadata = self._metadata
         if _plain_ordered_dict(metadata) and (total := _str_keyed(metadata, True)) >= 0:
             return total  # exact str keys, exact lists: nothing to hash, nothing to call
-        return _deeper(grpcs, (_read(metadata),))
+        return _deeper(grpcs, _read(metadata))
 
     def __getitem__(self, key):
         fastcommon_count(counter)
@@ -313,7 +320,7 @@ cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ss
         fastcommon_count(counter)
         metadata = self._metadata
         if not _plain_ordered_dict(metadata):
-            return _deeper(grpcs, (_read(metadata), key))
+            return _deeper(grpcs, _read(metadata), key)
         if PyDict_GetItemRef(metadata, key, &found):  # the lookup metadata.get(key, []) does
             values = <object>found
             Py_DECREF(values)
@@ -323,10 +330,10 @@ cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ss
     def __contains__(self, key):
         fastcommon_count(counter)
         if type(key) is not str:  # grpc 1.85 answers False for a key that is not a str; earlier releases look
-            return _deeper(grpcs, (self, key))
+            return _deeper(grpcs, self, key)
         metadata = self._metadata
         if type(metadata) is not _OrderedDict:
-            return _deeper(grpcs, (_read(metadata), key))
+            return _deeper(grpcs, _read(metadata), key)
         return key in metadata
 
     def __setitem__(self, key, value):  # [value] under a new key; else value in place of the first
@@ -338,7 +345,7 @@ cdef object _replacement(object attribute, object grpcs, _Methods methods, Py_ss
             values = _first_replaced(value, current_values)
         metadata = self._metadata
         if type(metadata) is not _OrderedDict:  # a Metadata as another's _metadata: recursing, a frame a level
-            _deeper(_assign, (metadata, key, values))
+            _deeper(_assign, metadata, key, values)
             return
         with cython.critical_section(metadata):  # CPython's OrderedDict does not lock itself (3.13t)
             metadata[key] = values
