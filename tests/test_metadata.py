@@ -1094,4 +1094,6 @@ def test_a_nested_metadata_takes_no_level_of_the_recursion_limit_beyond_grpcs(ac
     with helpers.unwarned(), fastcommon.patched():
         patched = _deepest(Metadata, action)
     levels = 2 if sys.version_info < (3, 12) else 1  # before 3.12 a nested level counts twice (_COUNT_LEVELS)
+    if conftest.abi3_build() and sys.version_info < (3, 12):
+        levels += 1  # the Limited API's call on 3.11 counts one more (332 of 996 at 4ca8590 too; 997 on 3.13)
     assert patched * levels >= stock * 0.9, (stock, patched)
